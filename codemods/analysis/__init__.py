@@ -1,0 +1,287 @@
+"""The shared per-file analysis every rule reads: built once per parsed file.
+
+`FileAnalysis` indexes the tree, then interprets each scope (module first, then functions in
+callers-before-callees order so that parameters take the values their callers pass) and
+answers the questions rules ask: what is known of this expression here, which loops enclose
+this statement, in which grad mode does it run, where else does this name occur.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods.analysis import torch_api
+from codemods.analysis.imports import import_aliases, qualify
+from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
+from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, target_key
+from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
+
+__all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
+
+_CALL_DEPTH = 3
+Loop = cst.For | cst.While
+
+
+class FileAnalysis:
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.index: Index = build_index(module)
+        self.aliases = import_aliases(module)
+        self.facts: dict[ScopeNode, ScopeFacts] = {}
+        self._env_before: dict[cst.CSTNode, Env] = {}
+        self._grad_enabled: dict[cst.CSTNode, bool] = {}
+        self._loop_entry: dict[cst.CSTNode, Env] = {}
+        self._call_args: dict[cst.FunctionDef, list[list[Value]]] = {}
+        self._summaries: dict[tuple[object, ...], Value] = {}
+        self._in_progress: set[tuple[object, ...]] = set()
+        self._class_env: dict[str, Env] = {}
+        self._interpret_all()
+
+    # -- questions rules ask ------------------------------------------------------------
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
+        return qualify(node, self.aliases)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.index.parents.get(node)
+
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The innermost interpreted statement that contains `node`."""
+        current: cst.CSTNode | None = node
+        while current is not None and current not in self._env_before:
+            current = self.index.parents.get(current)
+        return current
+
+    def value_of(self, expression: cst.BaseExpression) -> Value:
+        """What is known of `expression` just before its statement runs."""
+        statement = self.statement_of(expression)
+        if statement is None:
+            return UNKNOWN
+        interpreter = self._interpreter(self.scope_of(statement), self._grad_enabled[statement])
+        return interpreter.value(
+            expression, self._env_before[statement], self._grad_enabled[statement]
+        )
+
+    def env_before(self, statement: cst.CSTNode) -> Env:
+        return self._env_before.get(statement, {})
+
+    def grad_enabled(self, node: cst.CSTNode) -> bool:
+        statement = self.statement_of(node)
+        return statement is not None and self._grad_enabled[statement]
+
+    def loop_entry(self, loop: Loop) -> Env:
+        """The environment flowing into `loop` from before it (its first iteration)."""
+        return self._loop_entry.get(loop, {})
+
+    def enclosing_loops(self, node: cst.CSTNode) -> list[Loop]:
+        """Loops around `node` in its own function, innermost first. A node in a loop's
+        `for` target or iterable is not inside that loop's iterations."""
+        loops: list[Loop] = []
+        child = node
+        current = self.index.parents.get(node)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, (cst.For, cst.While)) and child is current.body:
+                loops.append(current)
+            child, current = current, self.index.parents.get(current)
+        return loops
+
+    def scope_of(self, node: cst.CSTNode) -> ScopeNode:
+        current = self.index.parents.get(node)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            current = self.index.parents.get(current)
+        return current if current is not None else self.module
+
+    def class_of(self, function: ScopeNode) -> ClassInfo | None:
+        if isinstance(function, cst.FunctionDef) and function in self.index.class_of:
+            return self.index.classes[self.index.class_of[function]]
+        return None
+
+    def occurrences(self, name: str, scope: ScopeNode) -> list[cst.Name]:
+        return list(self.index.names[scope].get(name, []))
+
+    def self_attribute_occurrences(self, class_name: str, attribute: str) -> list[cst.Attribute]:
+        return list(self.index.self_attributes[class_name].get(attribute, []))
+
+    def class_attribute_inits(self, class_name: str, attribute: str) -> Value | None:
+        """Join of what plain assignments `self.<attribute> = ...` in the class store."""
+        result: Value | None = None
+        for occurrence in self.self_attribute_occurrences(class_name, attribute):
+            assign = self.parent(self.parent(occurrence) or occurrence)
+            if (
+                isinstance(assign, cst.Assign)
+                and any(t.target is occurrence for t in assign.targets)
+                and not _mentions(assign.value, occurrence)
+            ):
+                stored = self.value_of(assign.value)
+                result = stored if result is None else result.join(stored)
+        return result
+
+    def is_module_class(self, class_name: str, seen: frozenset[str] = frozenset()) -> bool:
+        info = self.index.classes.get(class_name)
+        if info is None or class_name in seen:
+            return False
+        for base in info.bases:
+            name = self.qualified_name(base)
+            if name in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                return True
+            if isinstance(base, cst.Name) and self.is_module_class(base.value, seen | {class_name}):
+                return True
+        return False
+
+    def function_named(self, callee: Value) -> cst.FunctionDef | None:
+        if callee.kind is Kind.FUNCTION and callee.cls is not None:
+            return self.index.functions.get(callee.cls)
+        return None
+
+    def grad_disabled_by_decorator(self, function: cst.FunctionDef) -> bool:
+        for decorator in function.decorators:
+            expression = decorator.decorator
+            callee = expression.func if isinstance(expression, cst.Call) else expression
+            if self.qualified_name(callee) in torch_api.GRAD_DISABLING:
+                return True
+        return False
+
+    # -- interpretation ---------------------------------------------------------------
+    def _interpreter(self, scope: ScopeNode, grad: bool) -> Interpreter:
+        return Interpreter(
+            lambda node: qualify(node, self.aliases),
+            self._call_value,
+            self._global_lookup(scope),
+            grad,
+        )
+
+    def _global_lookup(self, scope: ScopeNode):
+        module_env = self.facts[self.module].final_env if self.module in self.facts else {}
+        class_info = self.class_of(scope)
+
+        def lookup(name: str) -> Value:
+            if name.startswith("self.") and class_info is not None:
+                known = self._class_env.get(class_info.name, {}).get(name)
+                return known if known is not None else UNKNOWN
+            if name in module_env:
+                return module_env[name]
+            if name in self.index.functions:
+                return Value(Grad.FREE, Kind.FUNCTION, cls=name)
+            if name in self.index.classes:
+                return Value(Grad.FREE, Kind.CLASS, cls=name)
+            return UNKNOWN
+
+        return lookup
+
+    def _interpret_all(self) -> None:
+        self._interpret_scope(self.module, {}, True)
+        for function in self._callers_first():
+            self._interpret_scope(
+                function,
+                self._parameter_env(function),
+                not self.grad_disabled_by_decorator(function),
+            )
+
+    def _interpret_scope(self, scope: ScopeNode, env: Env, grad: bool) -> None:
+        interpreter = self._interpreter(scope, grad)
+        facts = interpreter.run(
+            scope.body.body if isinstance(scope, cst.FunctionDef) else scope.body, env
+        )
+        self.facts[scope] = facts
+        self._env_before.update(facts.env_before)
+        self._grad_enabled.update(facts.grad_enabled)
+        self._loop_entry.update(facts.loop_entry)
+        info = self.class_of(scope)
+        if info is not None:
+            class_env = self._class_env.setdefault(info.name, {})
+            for key, value in facts.final_env.items():
+                if key.startswith("self."):
+                    class_env[key] = class_env[key].join(value) if key in class_env else value
+
+    def _callers_first(self) -> list[cst.FunctionDef]:
+        """Functions ordered so that, cycles aside, every caller comes before its callees;
+        `__init__` methods come before the other methods of their class."""
+        functions = [n for n in self.index.enclosing_function if isinstance(n, cst.FunctionDef)]
+        callers: dict[cst.FunctionDef, set[ScopeNode]] = {}
+        for function in functions:
+            calls = self.index.calls_by_name.get(function.name.value, [])
+            callers[function] = {self.scope_of(call) for call in calls} - {function}
+        ordered: list[cst.FunctionDef] = []
+        done: set[ScopeNode] = {self.module}
+        pending = sorted(functions, key=lambda f: f.name.value != "__init__")
+        while pending:
+            ready = next((f for f in pending if callers[f] <= done), pending[0])
+            pending.remove(ready)
+            ordered.append(ready)
+            done.add(ready)
+        return ordered
+
+    def _parameter_env(self, function: cst.FunctionDef) -> Env:
+        env: Env = {}
+        info = self.class_of(function)
+        params = list(function.params.posonly_params) + list(function.params.params)
+        if info is not None and params:
+            kind = Kind.MODULE if self.is_module_class(info.name) else Kind.OBJECT
+            env[params[0].name.value] = Value(Grad.FREE, kind, cls=info.name)
+            env.update(self._class_env.get(info.name, {}))
+            params = params[1:]
+        calls = self._call_args.get(function, [])
+        for position, param in enumerate(params):
+            value: Value | None = None
+            for args in calls:
+                passed = args[position] if position < len(args) else UNKNOWN
+                value = passed if value is None else value.join(passed)
+            env[param.name.value] = value if value is not None else UNKNOWN
+        return env
+
+    def _call_value(
+        self, node: cst.Call, callee: Value, args: list[Value], grad: bool
+    ) -> Value | None:
+        if callee.kind is Kind.CLASS and callee.cls is not None:
+            kind = Kind.MODULE if self.is_module_class(callee.cls) else Kind.OBJECT
+            return Value(Grad.FREE, kind, cls=callee.cls)
+        function: cst.FunctionDef | None
+        receiver: Value | None = None
+        if callee.kind in (Kind.OBJECT, Kind.MODULE) and isinstance(node.func, cst.Attribute):
+            info = self.index.classes.get(callee.cls or "")
+            function = info.methods.get(node.func.attr.value) if info else None
+            receiver = callee
+        else:
+            function = self.function_named(callee)
+        if function is None or any(arg.star for arg in node.args):
+            return None
+        positional = [
+            value for arg, value in zip(node.args, args, strict=True) if arg.keyword is None
+        ]
+        self._call_args.setdefault(function, []).append(positional)
+        key = (function, receiver, tuple(args), grad)
+        if key in self._summaries:
+            return self._summaries[key]
+        if key in self._in_progress or len(self._in_progress) >= _CALL_DEPTH:
+            return UNKNOWN
+        self._in_progress.add(key)
+        try:
+            env = self._parameter_env(function)
+            params = list(function.params.posonly_params) + list(function.params.params)
+            if receiver is not None:
+                params = params[1:]
+            for param, value in zip(params, positional, strict=False):
+                env[param.name.value] = value
+            for arg, value in zip(node.args, args, strict=False):
+                if arg.keyword is not None:
+                    env[arg.keyword.value] = value
+            inner_grad = grad and not self.grad_disabled_by_decorator(function)
+            facts = self._interpreter(function, inner_grad).run(function.body.body, env)
+            result = facts.returned if facts.returned is not None else UNKNOWN
+        finally:
+            self._in_progress.discard(key)
+        self._summaries[key] = result
+        return result
+
+
+def _mentions(expression: cst.CSTNode, attribute: cst.Attribute) -> bool:
+    """Whether `expression` reads the same `self.x` as `attribute` (`self.x = self.x + ...`)."""
+    wanted = target_key(attribute)
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            found = found or target_key(node) == wanted
+
+    expression.visit(Finder())
+    return found

@@ -1,0 +1,267 @@
+"""Where a stored value goes next: followed forward through names, `self` attributes,
+containers, arithmetic and calls into this file's functions, until it is differentiated,
+consumed as a number, needed as a tensor, or leaves what gradfix can see."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import libcst as cst
+
+from codemods.analysis import FileAnalysis, torch_api
+from codemods.analysis.index import ScopeNode
+from codemods.analysis.interpreter import target_key
+
+_MAX_DEPTH = 24
+
+# Container methods that change the container in place: no value leaves through them.
+_MUTATING_METHODS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "clear",
+        "remove",
+        "sort",
+        "reverse",
+        "setdefault",
+        "update",
+        "add",
+        "discard",
+    }
+)
+# Container methods through which elements come out.
+_ELEMENT_METHODS = frozenset({"pop", "copy", "get", "values", "items", "popleft"})
+
+
+class Use(Enum):
+    DIFFERENTIATED = "reaches backward()"
+    NEEDS_TENSOR = "is used as a tensor"
+    RETURNED_UNSEEN = "is returned to callers outside this file"
+    UNKNOWN_CONSUMER = "is passed to code gradfix cannot see"
+
+
+class Flows:
+    """Follows values in one analysed file; results are sets of `Use`."""
+
+    def __init__(self, analysis: FileAnalysis) -> None:
+        self.analysis = analysis
+        self._followed: set[object] = set()  # names and attributes already followed
+
+    def of_name(
+        self,
+        name: str,
+        scope: ScopeNode,
+        skip: frozenset[cst.CSTNode] = frozenset(),
+        depth: int = 0,
+    ) -> set[Use]:
+        if (name, scope) in self._followed:
+            return set()
+        self._followed.add((name, scope))
+        uses: set[Use] = set()
+        for occurrence in self.analysis.occurrences(name, scope):
+            if occurrence not in skip and self._is_load(occurrence):
+                uses |= self.of_expression(occurrence, depth + 1)
+        return uses
+
+    def of_self_attribute(
+        self,
+        class_name: str,
+        attribute: str,
+        skip: frozenset[cst.CSTNode] = frozenset(),
+        depth: int = 0,
+    ) -> set[Use]:
+        if (class_name, attribute) in self._followed:
+            return set()
+        self._followed.add((class_name, attribute))
+        uses: set[Use] = set()
+        for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
+            if occurrence not in skip and self._is_load(occurrence):
+                uses |= self.of_expression(occurrence, depth + 1)
+        return uses
+
+    def of_target(self, target: cst.BaseExpression, depth: int) -> set[Use]:
+        """Where a value stored into `target` goes next."""
+        scope = self.analysis.scope_of(target)
+        if isinstance(target, cst.Name):
+            return self.of_name(target.value, scope, depth=depth)
+        if isinstance(target, cst.Subscript):
+            return self.of_target(target.value, depth)
+        key = target_key(target)
+        info = self.analysis.class_of(scope)
+        if key is not None and key.startswith("self.") and info is not None:
+            return self.of_self_attribute(info.name, key[5:], depth=depth)
+        return {Use.UNKNOWN_CONSUMER}
+
+    def of_expression(self, node: cst.CSTNode, depth: int = 0) -> set[Use]:
+        """Where the value of the expression `node` goes."""
+        if depth > _MAX_DEPTH:
+            return {Use.UNKNOWN_CONSUMER}
+        parent = self.analysis.parent(node)
+        if parent is None:
+            return set()
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return self._method_or_attribute(parent, depth)
+        if isinstance(parent, cst.Arg):
+            call = self.analysis.parent(parent)
+            if isinstance(call, cst.Call):
+                return self._argument(call, parent, depth)
+            return {Use.UNKNOWN_CONSUMER}
+        if isinstance(
+            parent,
+            (
+                cst.BinaryOperation,
+                cst.UnaryOperation,
+                cst.IfExp,
+                cst.Element,
+                cst.List,
+                cst.Tuple,
+                cst.Set,
+                cst.StarredElement,
+                cst.DictElement,
+                cst.Dict,
+            ),
+        ):
+            return self.of_expression(parent, depth + 1)
+        if isinstance(parent, cst.Subscript):
+            return self.of_expression(parent, depth + 1) if parent.value is node else set()
+        if isinstance(
+            parent,
+            (
+                cst.Comparison,
+                cst.ComparisonTarget,
+                cst.BooleanOperation,
+                cst.If,
+                cst.While,
+                cst.Assert,
+                cst.FormattedStringExpression,
+                cst.Expr,
+                cst.Index,
+                cst.SubscriptElement,
+                cst.Del,
+            ),
+        ):
+            return set()
+        if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+            return set()  # stored into (`d[k] = ...`, `d[k] += 1`): nothing flows out
+        if isinstance(parent, cst.Return):
+            return self._returned(node, depth)
+        if isinstance(parent, (cst.Yield, cst.Await, cst.Lambda)):
+            return {Use.RETURNED_UNSEEN}
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            uses: set[Use] = set()
+            for target in parent.targets:
+                uses |= self.of_target(target.target, depth + 1)
+            return uses
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.value is node:
+            return self.of_target(parent.target, depth + 1)
+        if isinstance(parent, cst.For) and parent.iter is node:
+            return self.of_target(parent.target, depth + 1)
+        if isinstance(parent, cst.CompFor) and parent.iter is node:
+            return self._comprehension(parent, depth)
+        return {Use.UNKNOWN_CONSUMER}
+
+    # -- the cases ----------------------------------------------------------------------
+    def _method_or_attribute(self, attribute: cst.Attribute, depth: int) -> set[Use]:
+        name = attribute.attr.value
+        call = self.analysis.parent(attribute)
+        called = isinstance(call, cst.Call) and call.func is attribute
+        if name == "backward":
+            return {Use.DIFFERENTIATED}
+        if called and name in _MUTATING_METHODS:
+            return set()
+        if called and name in _ELEMENT_METHODS:
+            return self.of_expression(call, depth + 1)  # type: ignore[arg-type]
+        if name in torch_api.TO_PYTHON_METHODS:
+            return {Use.NEEDS_TENSOR}
+        result = call if called else attribute
+        return {Use.NEEDS_TENSOR} | self.of_expression(result, depth + 1)  # type: ignore[arg-type]
+
+    def _argument(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use]:
+        func = call.func
+        qualified = self.analysis.qualified_name(func) or ""
+        if qualified in torch_api.AUTOGRAD_FUNCTIONS:
+            return {Use.DIFFERENTIATED}
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            return {Use.DIFFERENTIATED}
+        head = qualified.split(".")[0] if qualified else ""
+        simple = func.value if isinstance(func, cst.Name) else None
+        if simple in torch_api.NUMERIC_CONSUMERS or head in ("math", "numpy", "statistics"):
+            return set()
+        if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
+            return self.of_expression(call, depth + 1)
+        if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
+            return set()
+        if head == "torch":
+            return {Use.NEEDS_TENSOR} | self.of_expression(call, depth + 1)
+        local = self._into_local_function(call, arg, depth)
+        if local is not None:
+            return local
+        return {Use.UNKNOWN_CONSUMER} | self.of_expression(call, depth + 1)
+
+    def _into_local_function(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use] | None:
+        """Follow an argument into a function of this file: its uses there, and, when the
+        function returns it, the uses of the call's result."""
+        callee = self.analysis.value_of(call.func)
+        function = self.analysis.function_named(callee)
+        if function is None or arg.keyword is not None or arg.star:
+            return None
+        params = list(function.params.posonly_params) + list(function.params.params)
+        position = [a for a in call.args if a.keyword is None].index(arg)
+        if position >= len(params):
+            return None
+        inner = self.of_name(params[position].name.value, function, depth=depth + 1)
+        if Use.RETURNED_UNSEEN in inner:
+            inner.discard(Use.RETURNED_UNSEEN)
+            inner |= self.of_expression(call, depth + 1)
+        return inner
+
+    def _returned(self, node: cst.CSTNode, depth: int) -> set[Use]:
+        """A returned value goes wherever the function's callers in this file put it."""
+        function = self.analysis.scope_of(node)
+        if not isinstance(function, cst.FunctionDef):
+            return {Use.RETURNED_UNSEEN}
+        calls = self.analysis.index.calls_by_name.get(function.name.value, [])
+        if not calls:
+            return {Use.RETURNED_UNSEEN}
+        uses: set[Use] = set()
+        for call in calls:
+            uses |= self.of_expression(call, depth + 1)
+        return uses
+
+    def _comprehension(self, comp_for: cst.CompFor, depth: int) -> set[Use]:
+        comprehension = self.analysis.parent(comp_for)
+        target = comp_for.target
+        if not isinstance(target, cst.Name) or comprehension is None:
+            return {Use.UNKNOWN_CONSUMER}
+        uses: set[Use] = set()
+        finder = _NameFinder(target.value)
+        comprehension.visit(finder)
+        for occurrence in finder.found:
+            if occurrence is not target:
+                uses |= self.of_expression(occurrence, depth + 1)
+        element = getattr(comprehension, "elt", None)
+        if isinstance(element, (cst.Name, cst.BinaryOperation, cst.UnaryOperation, cst.Tuple)):
+            uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
+        return uses
+
+    def _is_load(self, node: cst.CSTNode) -> bool:
+        """Whether `node` reads its variable (rather than being stored to)."""
+        child, parent = node, self.analysis.parent(node)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+            child, parent = parent, self.analysis.parent(parent)
+        if isinstance(parent, (cst.AssignTarget, cst.AsName)):
+            return False
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+            return parent.target is not child
+        return True
+
+
+class _NameFinder(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found: list[cst.Name] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.found.append(node)

@@ -1,0 +1,526 @@
+"""Abstract interpretation of one scope: which names hold graph-attached values at each
+statement, in which grad mode each statement runs, and what flowed into each loop.
+
+The interpreter walks statements in order, joins environments where control flow meets
+(branches, loop back edges) and runs loop bodies to a fixpoint. It is deliberately modest:
+anything it cannot follow becomes `UNKNOWN`, and rules never rewrite on `UNKNOWN`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from codemods.analysis import torch_api
+from codemods.analysis.imports import dotted_name
+from codemods.analysis.values import FREE_TENSOR, NUMBER, UNKNOWN, Grad, Kind, Value
+
+Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
+
+# Parameters called like this are probably losses; only the unsafe tier may act on that.
+_CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
+_LOOP_PASSES = 3
+
+
+def target_key(node: cst.BaseExpression) -> str | None:
+    """The environment key a store target writes: `x` or `self.x`."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and dotted_name(node.value) == "self":
+        return f"self.{node.attr.value}"
+    return None
+
+
+def join_envs(left: Env, right: Env) -> Env:
+    joined = dict(left)
+    for key, value in right.items():
+        joined[key] = joined[key].join(value) if key in joined else value.join(UNKNOWN)
+    for key in left.keys() - right.keys():
+        joined[key] = left[key].join(UNKNOWN)
+    return joined
+
+
+@dataclass
+class ScopeFacts:
+    """What the interpreter learnt about one scope, keyed by statement node."""
+
+    env_before: dict[cst.CSTNode, Env] = field(default_factory=dict)
+    grad_enabled: dict[cst.CSTNode, bool] = field(default_factory=dict)
+    loop_entry: dict[cst.CSTNode, Env] = field(default_factory=dict)
+    returned: Value | None = None
+    final_env: Env = field(default_factory=dict)
+
+
+class Interpreter:
+    """Runs one scope. `call_value` answers for calls into functions of the same file."""
+
+    def __init__(
+        self,
+        qualify: Callable[[cst.BaseExpression], str | None],
+        # (call, callee or receiver, argument values, grad mode) -> result of a call into
+        # this file's functions, classes and methods, or None
+        call_value: Callable[[cst.Call, Value, list[Value], bool], Value | None],
+        lookup_global: Callable[[str], Value],
+        grad_enabled: bool,
+    ) -> None:
+        self.qualify = qualify
+        self.call_value = call_value
+        self.lookup_global = lookup_global
+        self.initial_grad_enabled = grad_enabled
+        self.facts = ScopeFacts()
+
+    # -- statements -------------------------------------------------------------------
+    def run(self, body: Sequence[cst.BaseStatement], env: Env) -> ScopeFacts:
+        self.facts.final_env = self.block(body, env, self.initial_grad_enabled)
+        return self.facts
+
+    def block(self, statements: Sequence[cst.CSTNode], env: Env, grad: bool) -> Env:
+        for position, statement in enumerate(statements):
+            env = self.statement(statement, env, grad, statements[position + 1 :])
+        return env
+
+    def statement(
+        self, node: cst.CSTNode, env: Env, grad: bool, rest: Sequence[cst.CSTNode]
+    ) -> Env:
+        self.facts.env_before[node] = env
+        self.facts.grad_enabled[node] = grad
+        if isinstance(node, cst.SimpleStatementLine):
+            smalls = list(node.body)
+            for position, small in enumerate(smalls):
+                following = [*smalls[position + 1 :], *rest]
+                env = self.statement(small, env, grad, following)
+            return env
+        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            return self.assignment(node, env, grad, rest)
+        if isinstance(node, cst.Expr):
+            return self.expression_statement(node.value, env, grad)
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = self.value(node.value, env, grad)
+            returned = self.facts.returned
+            self.facts.returned = value if returned is None else returned.join(value)
+            return env
+        if isinstance(node, cst.If):
+            taken = self.block(node.body.body, dict(env), grad)
+            if node.orelse is None:
+                return join_envs(env, taken)
+            other = self.statement(node.orelse, dict(env), grad, rest)
+            return join_envs(taken, other)
+        if isinstance(node, cst.Else):
+            return self.block(node.body.body, env, grad)
+        if isinstance(node, (cst.For, cst.While)):
+            return self.loop(node, env, grad)
+        if isinstance(node, cst.With):
+            return self.with_statement(node, env, grad)
+        if isinstance(node, cst.Try):
+            after_body = self.block(node.body.body, dict(env), grad)
+            merged = join_envs(env, after_body)
+            for handler in node.handlers:
+                merged = join_envs(merged, self.block(handler.body.body, dict(merged), grad))
+            if node.orelse is not None:
+                merged = join_envs(merged, self.block(node.orelse.body.body, dict(merged), grad))
+            if node.finalbody is not None:
+                merged = self.block(node.finalbody.body.body, merged, grad)
+            return merged
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            kind = Kind.FUNCTION if isinstance(node, cst.FunctionDef) else Kind.CLASS
+            return {**env, node.name.value: Value(Grad.FREE, kind, cls=node.name.value)}
+        return env
+
+    def loop(self, node: cst.For | cst.While, env: Env, grad: bool) -> Env:
+        self.facts.loop_entry[node] = env
+        current = env
+        element = UNKNOWN
+        if isinstance(node, cst.For):
+            iterable = self.value(node.iter, env, grad)
+            if iterable.element is not None:
+                element = Value(iterable.element)
+        for _ in range(_LOOP_PASSES):
+            start = dict(current)
+            if isinstance(node, cst.For):
+                start = self.bind(node.target, element, start)
+            after = self.block(node.body.body, start, grad)
+            widened = join_envs(current, after)
+            if widened == current:
+                break
+            current = widened
+        if node.orelse is not None:
+            current = self.block(node.orelse.body.body, dict(current), grad)
+        return current
+
+    def with_statement(self, node: cst.With, env: Env, grad: bool) -> Env:
+        inner_grad = grad
+        for item in node.items:
+            inner_grad = self.grad_mode_after(item.item, inner_grad)
+            if item.asname is not None:
+                env = self.bind(item.asname.name, UNKNOWN, env)
+        return self.block(node.body.body, env, inner_grad)
+
+    def grad_mode_after(self, context: cst.BaseExpression, grad: bool) -> bool:
+        """Grad mode inside `with <context>:`."""
+        callee = context.func if isinstance(context, cst.Call) else context
+        name = self.qualify(callee)
+        if name in torch_api.GRAD_DISABLING:
+            return False
+        if name in torch_api.GRAD_ENABLING:
+            return True
+        if name in torch_api.SET_GRAD_ENABLED and isinstance(context, cst.Call) and context.args:
+            flag = context.args[0].value
+            if isinstance(flag, cst.Name) and flag.value in ("True", "False"):
+                return flag.value == "True"
+        return grad
+
+    def assignment(
+        self,
+        node: cst.Assign | cst.AnnAssign | cst.AugAssign,
+        env: Env,
+        grad: bool,
+        rest: Sequence[cst.CSTNode],
+    ) -> Env:
+        if isinstance(node, cst.AugAssign):
+            current = self.value(node.target, env, grad)
+            value = self.arithmetic(current, self.value(node.value, env, grad), grad)
+            return self.bind(node.target, value, env)
+        if node.value is None:
+            return env
+        value = self.value(node.value, env, grad)
+        targets = (
+            [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        )
+        for target in targets:
+            if isinstance(target, cst.Name) and not value.grad.attached:
+                evidence = backward_called_on(target.value, rest)
+                if evidence:
+                    value = replace(
+                        value,
+                        grad=Grad.ATTACHED,
+                        kind=Kind.TENSOR,
+                        scalar=value.scalar or evidence == "scalar",
+                        evidence=f"`{target.value}.backward()` is called on it",
+                    )
+            env = self.bind(target, value, env)
+        return env
+
+    def expression_statement(self, value: cst.BaseExpression, env: Env, grad: bool) -> Env:
+        """Calls run for their effect: list appends, in-place detaches, backward evidence."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            key = target_key(value.func.value)
+            if key is not None and key in env:
+                receiver = env[key]
+                if method == "append" and value.args:
+                    item = self.value(value.args[0].value, env, grad)
+                    element = (
+                        item.grad if receiver.element is None else receiver.element.join(item.grad)
+                    )
+                    if receiver.kind is Kind.LIST and receiver.element is None:
+                        element = item.grad
+                    return {**env, key: replace(receiver, element=element)}
+                if method == "detach_":
+                    return {**env, key: replace(receiver, grad=Grad.FREE)}
+        self.value(value, env, grad)
+        return env
+
+    def bind(self, target: cst.BaseExpression, value: Value, env: Env) -> Env:
+        env = dict(env)
+        key = target_key(target)
+        if key is not None:
+            env[key] = value
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            part = Value(value.element if value.element is not None else value.grad)
+            for element in target.elements:
+                env = self.bind(element.value, part, env)
+        elif isinstance(target, cst.StarredElement):
+            env = self.bind(target.value, UNKNOWN, env)
+        elif isinstance(target, cst.Subscript):
+            container = target_key(target.value)
+            if container is not None and container in env:
+                held = env[container]
+                element = value.grad if held.element is None else held.element.join(value.grad)
+                if held.kind is Kind.DICT and held.element is None:
+                    element = value.grad
+                env[container] = replace(held, element=element)
+        return env
+
+    # -- expressions ------------------------------------------------------------------
+    def value(self, node: cst.BaseExpression, env: Env, grad: bool) -> Value:
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return NUMBER
+        if isinstance(node, cst.Name):
+            if node.value in env:
+                return env[node.value]
+            if node.value in ("True", "False"):
+                return NUMBER
+            return self.lookup_global(node.value)
+        if isinstance(node, cst.Attribute):
+            return self.attribute(node, env, grad)
+        if isinstance(node, cst.Call):
+            return self.call(node, env, grad)
+        if isinstance(node, cst.BinaryOperation):
+            left = self.value(node.left, env, grad)
+            right = self.value(node.right, env, grad)
+            if isinstance(node.operator, cst.MatrixMultiply):
+                return self.tensor_result(left.grad.combine(right.grad), grad)
+            return self.arithmetic(left, right, grad)
+        if isinstance(node, cst.UnaryOperation):
+            if isinstance(node.operator, cst.Not):
+                return NUMBER
+            return self.arithmetic(self.value(node.expression, env, grad), NUMBER, grad)
+        if isinstance(node, (cst.Comparison, cst.BooleanOperation)):
+            return Value(Grad.FREE)
+        if isinstance(node, cst.IfExp):
+            return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))
+        if isinstance(node, (cst.List, cst.Tuple)):
+            element: Grad | None = None
+            for item in node.elements:
+                grad_of = self.value(item.value, env, grad).grad
+                element = grad_of if element is None else element.join(grad_of)
+            kind = Kind.LIST if isinstance(node, cst.List) else Kind.TUPLE
+            return Value(Grad.FREE, kind, element=element)
+        if isinstance(node, cst.Dict):
+            element = None
+            for entry in node.elements:
+                if isinstance(entry, cst.DictElement):
+                    grad_of = self.value(entry.value, env, grad).grad
+                    element = grad_of if element is None else element.join(grad_of)
+            return Value(Grad.FREE, Kind.DICT, element=element)
+        if isinstance(node, cst.Subscript):
+            container = self.value(node.value, env, grad)
+            if container.element is not None:
+                return Value(container.element)
+            if container.kind is Kind.TENSOR:
+                return self.tensor_result(container.grad, grad)
+            return UNKNOWN
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return Value(Grad.FREE)
+        return UNKNOWN
+
+    def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
+        """The result of a differentiable tensor operation on inputs that are `inputs`."""
+        if not grad:
+            return replace(FREE_TENSOR, scalar=scalar)
+        return Value(inputs, Kind.TENSOR, scalar=scalar)
+
+    def arithmetic(self, left: Value, right: Value, grad: bool) -> Value:
+        if left.kind is Kind.NUMBER and right.kind is Kind.NUMBER:
+            return NUMBER
+        combined = left.grad.combine(right.grad)
+        if not grad and combined is not Grad.UNKNOWN:
+            combined = Grad.FREE
+        scalar = left.scalar and right.scalar
+        kind = Kind.TENSOR if Kind.TENSOR in (left.kind, right.kind) else Kind.UNKNOWN
+        if combined.attached:
+            kind = Kind.TENSOR
+        evidence = left.evidence if left.grad.attached else right.evidence
+        return Value(combined, kind, scalar=scalar, evidence=evidence)
+
+    def attribute(self, node: cst.Attribute, env: Env, grad: bool) -> Value:
+        key = target_key(node)
+        if key is not None and key in env:
+            return env[key]
+        if key is not None:
+            return self.lookup_global(key)
+        base = self.value(node.value, env, grad)
+        attr = node.attr.value
+        if base.kind is Kind.TENSOR:
+            if attr in ("T", "mT", "H", "real", "imag"):
+                return self.tensor_result(base.grad, grad)
+            if attr in ("shape", "dtype", "device", "requires_grad", "is_leaf", "data", "grad"):
+                return Value(Grad.FREE)
+        return UNKNOWN
+
+    def call(self, node: cst.Call, env: Env, grad: bool) -> Value:
+        args = [self.value(arg.value, env, grad) for arg in node.args]
+        name = self.qualify(node.func)
+        if name is not None:
+            known = self.library_call(name, node, args, grad)
+            if known is not None:
+                return known
+        if isinstance(node.func, cst.Attribute):
+            receiver = self.value(node.func.value, env, grad)
+            method = self.method_call(node, receiver, args, grad)
+            if method is not None:
+                return method
+            if receiver.cls is not None and receiver.kind in (Kind.OBJECT, Kind.MODULE):
+                local = self.call_value(node, receiver, args, grad)
+                if local is not None:
+                    return local
+        callee = self.value(node.func, env, grad)
+        if callee.kind is Kind.MODULE:
+            return replace(
+                self.tensor_result(Grad.ATTACHED, grad),
+                evidence="it is the output of a module call",
+            )
+        if callee.kind is Kind.PASSTHROUGH:
+            return self.tensor_result(_joined_grad(args), grad)
+        if callee.kind is Kind.CRITERION:
+            return self.loss_result(args, grad, not callee.reduction_none)
+        local = self.call_value(node, callee, args, grad)
+        if local is not None:
+            return local
+        if (
+            isinstance(node.func, cst.Name)
+            and node.func.value in _CONVENTIONAL_CRITERIA
+            and callee.grad is Grad.UNKNOWN
+            and grad
+        ):
+            return Value(
+                Grad.LIKELY, Kind.TENSOR, evidence=f"it is the result of `{node.func.value}(...)`"
+            )
+        if isinstance(node.func, cst.Name):
+            return self.builtin_call(node.func.value, args)
+        return UNKNOWN
+
+    def loss_result(self, args: list[Value], grad: bool, scalar: bool) -> Value:
+        inputs = _joined_grad(args[:2])
+        if not grad or inputs is Grad.FREE:
+            return replace(FREE_TENSOR, scalar=scalar)
+        return Value(
+            Grad.ATTACHED,
+            Kind.TENSOR,
+            scalar=scalar,
+            evidence="it is the result of a loss function",
+        )
+
+    def library_call(
+        self, name: str, node: cst.Call, args: list[Value], grad: bool
+    ) -> Value | None:
+        short = name.rsplit(".", 1)[-1]
+        if name in torch_api.FUNCTIONAL_LOSSES:
+            return self.loss_result(args, grad, not _reduction_none(node))
+        if name.startswith("torch.nn.") and short[:1].isupper():
+            if short.endswith("Loss"):
+                return Value(Grad.FREE, Kind.CRITERION, reduction_none=_reduction_none(node))
+            if name in torch_api.PARAMETERLESS_MODULES:
+                return Value(Grad.FREE, Kind.PASSTHROUGH)
+            if short == "Parameter":
+                return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it is a parameter")
+            return Value(Grad.FREE, Kind.MODULE)
+        if name.startswith("torch.optim.") and short[:1].isupper():
+            return Value(Grad.FREE, Kind.OPTIMIZER)
+        if name in torch_api.TENSOR_FACTORIES:
+            requires = _keyword(node, "requires_grad")
+            if isinstance(requires, cst.Name) and requires.value == "True":
+                return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it requires grad")
+            scalar = not node.args or (
+                short in ("tensor", "as_tensor")
+                and isinstance(node.args[0].value, (cst.Integer, cst.Float))
+            )
+            return replace(FREE_TENSOR, scalar=scalar)
+        if name in torch_api.GRAPH_LEAVING_FUNCTIONS:
+            return FREE_TENSOR
+        if name.startswith("torch.") and not short[:1].isupper():
+            reducing = short in torch_api.REDUCING_METHODS and len(node.args) == 1
+            return self.tensor_result(_joined_grad(args), grad, scalar=reducing)
+        return None
+
+    def method_call(
+        self, node: cst.Call, receiver: Value, args: list[Value], grad: bool
+    ) -> Value | None:
+        method = node.func.attr.value  # type: ignore[attr-defined]
+        if receiver.kind in (Kind.TENSOR, Kind.UNKNOWN) and receiver.grad is not Grad.UNKNOWN:
+            if method in torch_api.GRAPH_LEAVING_METHODS:
+                if method in torch_api.TO_PYTHON_METHODS:
+                    return NUMBER
+                return replace(FREE_TENSOR, scalar=receiver.scalar)
+            if method in torch_api.GRAPH_KEEPING_METHODS:
+                reducing = method in torch_api.REDUCING_METHODS and not node.args
+                inputs = receiver.grad.combine(_joined_grad(args)) if args else receiver.grad
+                result = self.tensor_result(
+                    inputs,
+                    grad,
+                    scalar=reducing or (receiver.scalar and method not in ("expand", "repeat")),
+                )
+                return replace(result, evidence=receiver.evidence)
+        if receiver.kind is Kind.MODULE and method == "forward":
+            return self.tensor_result(Grad.ATTACHED, grad)
+        return None
+
+    def builtin_call(self, name: str, args: list[Value]) -> Value:
+        if name in ("float", "int", "len", "round", "bool"):
+            return NUMBER
+        if name in ("list", "sorted") and args:
+            return Value(Grad.FREE, Kind.LIST, element=args[0].element)
+        if name == "list" or name == "dict":
+            return Value(Grad.FREE, Kind.LIST if name == "list" else Kind.DICT)
+        if name == "sum" and args and args[0].element is not None:
+            element = args[0].element
+            return NUMBER if element is Grad.FREE else Value(element, Kind.TENSOR)
+        return UNKNOWN
+
+
+def _joined_grad(values: list[Value]) -> Grad:
+    result = Grad.FREE
+    for value in values:
+        if value.kind in (Kind.MODULE, Kind.CRITERION, Kind.OPTIMIZER, Kind.FUNCTION):
+            continue
+        result = result.combine(value.grad)
+    return result
+
+
+def _keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def _reduction_none(node: cst.Call) -> bool:
+    reduction = _keyword(node, "reduction")
+    return isinstance(reduction, cst.SimpleString) and reduction.evaluated_value == "none"
+
+
+def backward_called_on(name: str, statements: Sequence[cst.CSTNode]) -> str | None:
+    """Whether `name.backward(...)` runs among `statements` before `name` is rebound:
+    "scalar" for a plain `.backward()` (which only works on one-element tensors), "tensor"
+    for a backward with a gradient argument, None when there is none."""
+    finder = _BackwardFinder(name)
+    for statement in statements:
+        if finder.rebinds(statement):
+            break
+        statement.visit(finder)
+        if finder.found:
+            return finder.found
+    return None
+
+
+class _BackwardFinder(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found: str | None = None
+
+    def rebinds(self, statement: cst.CSTNode) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine):
+            return any(self.rebinds(small) for small in statement.body)
+        if isinstance(statement, cst.Assign):
+            return any(
+                isinstance(t.target, cst.Name) and t.target.value == self.name
+                for t in statement.targets
+            )
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "backward"
+            and _backward_root(func.value) == self.name
+        ):
+            self.found = "tensor" if node.args else "scalar"
+
+
+def _backward_root(node: cst.BaseExpression) -> str | None:
+    """The name a backward runs on: `loss` in `loss.backward()` and in
+    `scaler.scale(loss).backward()`."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "scale"
+        and node.args
+        and isinstance(node.args[0].value, cst.Name)
+    ):
+        return node.args[0].value.value
+    return None

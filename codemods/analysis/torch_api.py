@@ -1,0 +1,276 @@
+"""What gradfix knows of the PyTorch API: which calls make modules, losses and optimizers,
+which tensor operations keep a value in the graph, and which take it out.
+
+Names are fully qualified (`torch.nn.functional.mse_loss`); `imports.py` maps a file's own
+spellings (`F.mse_loss`, `nn.MSELoss`) onto them.
+"""
+
+from __future__ import annotations
+
+# Contexts and decorators that turn graph recording off, and the one that turns it back on.
+GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+
+# Functional losses: their result is graph-attached whenever an input is.
+FUNCTIONAL_LOSSES = frozenset(
+    "torch.nn.functional." + name
+    for name in [
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "cosine_embedding_loss",
+        "cross_entropy",
+        "ctc_loss",
+        "gaussian_nll_loss",
+        "hinge_embedding_loss",
+        "huber_loss",
+        "kl_div",
+        "l1_loss",
+        "margin_ranking_loss",
+        "mse_loss",
+        "multi_margin_loss",
+        "multilabel_margin_loss",
+        "multilabel_soft_margin_loss",
+        "nll_loss",
+        "poisson_nll_loss",
+        "smooth_l1_loss",
+        "soft_margin_loss",
+        "triplet_margin_loss",
+        "triplet_margin_with_distance_loss",
+    ]
+)
+
+# nn modules without parameters: their output is attached only when their input is.
+PARAMETERLESS_MODULES = frozenset(
+    "torch.nn." + name
+    for name in [
+        "ReLU",
+        "ReLU6",
+        "LeakyReLU",
+        "ELU",
+        "SELU",
+        "CELU",
+        "GELU",
+        "SiLU",
+        "Mish",
+        "Sigmoid",
+        "Tanh",
+        "Softmax",
+        "LogSoftmax",
+        "Softplus",
+        "Hardtanh",
+        "Hardswish",
+        "Hardsigmoid",
+        "Dropout",
+        "Dropout1d",
+        "Dropout2d",
+        "Dropout3d",
+        "AlphaDropout",
+        "Identity",
+        "Flatten",
+        "Unflatten",
+        "MaxPool1d",
+        "MaxPool2d",
+        "MaxPool3d",
+        "AvgPool1d",
+        "AvgPool2d",
+        "AvgPool3d",
+        "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d",
+        "AdaptiveAvgPool3d",
+        "AdaptiveMaxPool1d",
+        "AdaptiveMaxPool2d",
+        "Upsample",
+        "PixelShuffle",
+    ]
+)
+
+# Tensor methods whose result stays in the graph of the tensor they are called on.
+GRAPH_KEEPING_METHODS = frozenset(
+    [
+        "abs",
+        "add",
+        "addmm",
+        "bmm",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "clone",
+        "contiguous",
+        "cos",
+        "cpu",
+        "cuda",
+        "cumsum",
+        "div",
+        "double",
+        "exp",
+        "expand",
+        "expand_as",
+        "flatten",
+        "float",
+        "gather",
+        "half",
+        "index_select",
+        "log",
+        "log_softmax",
+        "masked_fill",
+        "matmul",
+        "max",
+        "mean",
+        "min",
+        "mm",
+        "mul",
+        "narrow",
+        "neg",
+        "norm",
+        "permute",
+        "pow",
+        "prod",
+        "relu",
+        "repeat",
+        "reshape",
+        "reshape_as",
+        "roll",
+        "sigmoid",
+        "sin",
+        "softmax",
+        "sqrt",
+        "square",
+        "squeeze",
+        "std",
+        "sub",
+        "sum",
+        "t",
+        "tanh",
+        "to",
+        "transpose",
+        "type_as",
+        "unsqueeze",
+        "var",
+        "view",
+        "view_as",
+        "chunk",
+        "split",
+        "unbind",
+        "select",
+    ]
+)
+# ...of those, the ones that reduce to one element when called without arguments.
+REDUCING_METHODS = frozenset({"mean", "sum", "norm", "prod", "std", "var", "max", "min"})
+
+# Methods that leave the graph: the result carries no history.
+GRAPH_LEAVING_METHODS = frozenset(
+    {
+        "detach",
+        "item",
+        "tolist",
+        "numpy",
+        "long",
+        "int",
+        "bool",
+        "argmax",
+        "argmin",
+        "size",
+        "dim",
+        "numel",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "nonzero",
+    }
+)
+# ...of those, the ones that return Python numbers.
+TO_PYTHON_METHODS = frozenset({"item", "tolist", "size", "dim", "numel"})
+
+# torch.* factories: fresh tensors with no history (unless requires_grad=True is passed).
+TENSOR_FACTORIES = frozenset(
+    "torch." + name
+    for name in [
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "tensor",
+        "as_tensor",
+        "randn",
+        "rand",
+        "randint",
+        "arange",
+        "linspace",
+        "eye",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "randn_like",
+        "rand_like",
+        "from_numpy",
+    ]
+)
+# torch.* functions whose result carries no history whatever their inputs.
+GRAPH_LEAVING_FUNCTIONS = frozenset(
+    "torch." + name
+    for name in [
+        "argmax",
+        "argmin",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "isnan",
+        "isfinite",
+        "numel",
+    ]
+)
+
+# Where a Python number and a tensor behave alike: printing, formatting, Python-side maths.
+NUMERIC_CONSUMERS = frozenset(
+    {
+        "print",
+        "str",
+        "repr",
+        "format",
+        "float",
+        "int",
+        "round",
+        "abs",
+        "bool",
+        "len",
+        "isinstance",
+        "math",
+        "numpy",
+        "np",
+        "statistics",
+    }
+)
+# Reducers over Python iterables: their result is what the elements are.
+ITERABLE_REDUCERS = frozenset({"sum", "min", "max", "sorted", "list", "tuple"})
+# Copies: the result is what went in.
+COPIES = frozenset({"copy.copy", "copy.deepcopy"})
+# Methods of loggers, progress bars and writers that record a number.
+LOGGING_METHODS = frozenset(
+    {
+        "info",
+        "debug",
+        "warning",
+        "warn",
+        "error",
+        "log",
+        "log_dict",
+        "add_scalar",
+        "add_scalars",
+        "set_postfix",
+        "set_description",
+        "write",
+        "append",
+        "print",
+    }
+)
+
+# Calls that differentiate their root arguments.
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})

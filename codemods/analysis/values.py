@@ -1,0 +1,93 @@
+"""The abstract values the interpreter tracks: is it in the autograd graph, and what is it.
+
+`Grad` is a small lattice. ATTACHED and FREE are proven by the code; LIKELY is "attached by
+naming convention only" (a parameter called `criterion`), which rules may act on only in the
+unsafe tier; UNKNOWN is the top: a rule never rewrites on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+
+class Grad(Enum):
+    FREE = "free"  # no autograd history: numbers, detached tensors, values made under no_grad
+    ATTACHED = "attached"  # proven part of a graph
+    LIKELY = "likely"  # part of a graph by naming convention only
+    UNKNOWN = "unknown"
+
+    def join(self, other: Grad) -> Grad:
+        """What is known of a value that may come from either side (a branch, a loop)."""
+        if self is other:
+            return self
+        if Grad.UNKNOWN in (self, other):
+            return Grad.UNKNOWN
+        if Grad.FREE in (self, other):  # attached on one path, free on the other
+            return Grad.UNKNOWN
+        return Grad.LIKELY
+
+    def combine(self, other: Grad) -> Grad:
+        """What is known of the result of an operation on both (`a * b`): attached if either is."""
+        if Grad.ATTACHED in (self, other):
+            return Grad.ATTACHED
+        if Grad.LIKELY in (self, other):
+            return Grad.LIKELY
+        if Grad.UNKNOWN in (self, other):
+            return Grad.UNKNOWN
+        return Grad.FREE
+
+    @property
+    def attached(self) -> bool:
+        return self in (Grad.ATTACHED, Grad.LIKELY)
+
+
+class Kind(Enum):
+    NUMBER = "number"  # a Python int/float/bool
+    TENSOR = "tensor"
+    LIST = "list"
+    DICT = "dict"
+    TUPLE = "tuple"
+    MODULE = "module"  # an nn.Module: calling it runs a forward
+    CRITERION = "criterion"  # an nn.*Loss instance or a loss function
+    PASSTHROUGH = "passthrough"  # a parameterless module: its output follows its input
+    OPTIMIZER = "optimizer"
+    OBJECT = "object"  # an instance of a class defined in this file (see `Value.cls`)
+    FUNCTION = "function"  # a function defined in this file (see `Value.cls` for its name)
+    CLASS = "class"  # a class defined in this file (see `Value.cls` for its name)
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Value:
+    grad: Grad = Grad.UNKNOWN
+    kind: Kind = Kind.UNKNOWN
+    scalar: bool = False  # proven to hold one element (so `.item()` works)
+    cls: str | None = None  # the class (OBJECT) or function (FUNCTION) name
+    element: Grad | None = None  # for containers: what their elements are
+    evidence: str = ""  # why it is attached, for messages
+    reduction_none: bool = False  # a criterion built with reduction='none'
+
+    def join(self, other: Value) -> Value:
+        if self == other:
+            return self
+        element = None
+        if self.element is not None and other.element is not None:
+            element = self.element.join(other.element)
+        return Value(
+            grad=self.grad.join(other.grad),
+            kind=self.kind if self.kind is other.kind else Kind.UNKNOWN,
+            scalar=self.scalar and other.scalar,
+            cls=self.cls if self.cls == other.cls else None,
+            element=element,
+            evidence=self.evidence or other.evidence,
+            reduction_none=self.reduction_none or other.reduction_none,
+        )
+
+    def with_grad(self, grad: Grad) -> Value:
+        return replace(self, grad=grad)
+
+
+UNKNOWN = Value()
+NUMBER = Value(Grad.FREE, Kind.NUMBER, scalar=True)
+FREE_TENSOR = Value(Grad.FREE, Kind.TENSOR)

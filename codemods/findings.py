@@ -1,0 +1,47 @@
+"""What a rule reports: findings, their fix tier and the text edit that fixes them.
+
+Findings carry plain data (positions and replacement text), never LibCST nodes, so the CLI,
+the output formats and the Fixit adapter can use them without knowing how they were made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Tier(str, Enum):
+    """How sure gradfix is that a finding's fix keeps the program's meaning."""
+
+    SAFE = "safe"  # the code proves the premise: `gradfix fix` applies it
+    UNSAFE = "unsafe"  # plausible but unproven: applied only with --unsafe-fixes
+    REPORT = "report"  # no edit: the message says what to do
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the original text from (start_line, start_column) up to, not including,
+    (end_line, end_column) with `replacement`. Lines and columns are 1-based and count
+    characters of the decoded source."""
+
+    start_line: int
+    start_column: int
+    end_line: int
+    end_column: int
+    replacement: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    line: int  # 1-based
+    column: int  # 1-based
+    end_line: int
+    end_column: int
+    message: str
+    tier: Tier
+    edit: Edit | None = None
+
+    @property
+    def fixable(self) -> bool:
+        return self.edit is not None and self.tier is not Tier.REPORT

@@ -1,0 +1,142 @@
+"""One file's bytes in, findings and (in fix mode) new bytes out.
+
+The flow for one file: each selected rule's cheap text pre-check; parse once; build the shared
+analysis once; run the rules; drop suppressed findings; locate the rest; apply the allowed
+fixes with one LibCST transformer; re-parse the result before handing it back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from codemods.analysis import FileAnalysis
+from codemods.findings import Edit, Finding, Tier
+from codemods.rules import RULES, RuleFinding
+from codemods.suppressions import is_suppressed
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    select: frozenset[str]  # rule codes to run on this file
+    fix: bool = False  # apply fixes (safe ones, and unsafe ones with unsafe_fixes)
+    unsafe_fixes: bool = False
+
+
+@dataclass
+class SourceResult:
+    findings: list[Finding] = field(default_factory=list)  # on the original source, unsuppressed
+    fixed: list[Finding] = field(default_factory=list)  # those whose edit was applied
+    new_source: bytes | None = None  # the rewritten file, when fix=True changed something
+    error: str | None = None  # "LINE:COL: parse error: ..." when the file does not parse
+    parsed: bool = False  # False when no rule's text pre-check matched
+
+
+def process_source(source: bytes, options: RunOptions) -> SourceResult:
+    text = source.decode("utf-8", errors="replace")
+    rules = [RULES[code] for code in sorted(options.select) if code in RULES]
+    rules = [rule for rule in rules if rule.may_apply(text)]
+    if not rules:
+        return SourceResult()
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        return SourceResult(
+            error=f"{error.raw_line}:{error.raw_column + 1}: parse error: {error.message}",
+            parsed=True,
+        )
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        return SourceResult(error=f"1:1: parse error: {error}", parsed=True)
+
+    analysis = FileAnalysis(module)
+    found = [(rule.code, finding) for rule in rules for finding in rule.check(analysis)]
+    if not found:
+        return SourceResult(parsed=True)
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lines = module.code.splitlines()
+    result = SourceResult(parsed=True)
+    to_apply: dict[cst.CSTNode, cst.CSTNode] = {}
+    for code, rule_finding in found:
+        where = positions[rule_finding.node]
+        if is_suppressed(lines, where.start.line, where.end.line, code):
+            continue
+        finding = _finding(module, code, rule_finding, where, positions)
+        result.findings.append(finding)
+        wanted = options.fix and _allowed(finding.tier, options) and finding.edit is not None
+        if wanted and not _overlaps(rule_finding.replacements, to_apply, positions):
+            to_apply.update(rule_finding.replacements)
+            result.fixed.append(finding)
+    result.findings.sort(key=lambda f: (f.line, f.column, f.rule))
+    if to_apply:
+        new_source = module.visit(_Replace(to_apply)).bytes
+        try:
+            cst.parse_module(new_source)
+        except cst.ParserSyntaxError as error:  # a bug in a rule: never hand it back
+            raise RuntimeError(f"gradfix produced code that does not parse: {error}") from error
+        if new_source != source:
+            result.new_source = new_source
+    return result
+
+
+def _allowed(tier: Tier, options: RunOptions) -> bool:
+    return tier is Tier.SAFE or (tier is Tier.UNSAFE and options.unsafe_fixes)
+
+
+def _finding(
+    module: cst.Module,
+    code: str,
+    rule_finding: RuleFinding,
+    where: CodeRange,
+    positions: dict[cst.CSTNode, CodeRange],
+) -> Finding:
+    edit = None
+    if rule_finding.replacements and rule_finding.tier is not Tier.REPORT:
+        replaced = rule_finding.node.visit(_Replace(rule_finding.replacements))
+        edit = Edit(
+            where.start.line,
+            where.start.column + 1,
+            where.end.line,
+            where.end.column + 1,
+            module.code_for_node(replaced),
+        )
+    return Finding(
+        rule=code,
+        line=where.start.line,
+        column=where.start.column + 1,
+        end_line=where.end.line,
+        end_column=where.end.column + 1,
+        message=rule_finding.message,
+        tier=rule_finding.tier,
+        edit=edit,
+    )
+
+
+def _overlaps(
+    new: dict[cst.CSTNode, cst.CSTNode],
+    taken: dict[cst.CSTNode, cst.CSTNode],
+    positions: dict[cst.CSTNode, CodeRange],
+) -> bool:
+    """Whether any node `new` replaces shares source text with one already being replaced."""
+    for node in new:
+        a = positions[node]
+        for other in taken:
+            b = positions[other]
+            if (a.start.line, a.start.column) < (b.end.line, b.end.column) and (
+                b.start.line,
+                b.start.column,
+            ) < (a.end.line, a.end.column):
+                return True
+    return False
+
+
+class _Replace(cst.CSTTransformer):
+    """Swap nodes, found by identity, for their replacements."""
+
+    def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode]) -> None:
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        return self.replacements.get(original_node, updated_node)

@@ -1,0 +1,330 @@
+"""GF001: a graph-attached loss accumulated across loop iterations.
+
+Detects `acc += loss`, `acc = acc + loss`, `acc.append(loss)`, `acc[key] += loss`,
+`self.acc += loss` and `meter.update(loss)` (when the meter's class, in the same file, sums
+what it is given), where `loss` is proven graph-attached and `acc` outlives the iteration.
+
+Safe when: the value is proven attached (a backward on it, a loss or module call, arithmetic on
+those) in grad mode, the accumulator was bound before the loop (or lives on `self`), and no
+value derived from the accumulator ever reaches `backward()` / `autograd.grad` (that is
+gradient accumulation on purpose). An accumulator that leaves the file (returned to callers
+gradfix cannot see, passed to unknown code) or a loss known only by a conventional name gets
+the unsafe tier.
+
+Rewrites the accumulated operand: `loss.item()` when the accumulator is a Python number (or a
+list/dict of them) only printed, logged or averaged; `loss.detach()` when it must stay a tensor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from codemods.analysis import FileAnalysis, Grad, Kind, Value
+from codemods.analysis.flows import Flows, Use
+from codemods.analysis.interpreter import target_key
+from codemods.findings import Tier
+from codemods.rules.base import Rule, RuleFinding
+
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+_ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|=[^=\n]*\+")
+_EVIDENCE_TEXT = re.compile(r"backward|loss|Loss|criterion|entropy|nn\.|Module|requires_grad")
+
+
+@dataclass
+class _Accumulation:
+    statement: cst.CSTNode  # where it happens
+    accumulator: cst.BaseExpression  # what outlives the iteration
+    operand: cst.BaseExpression  # what is added to it
+    exclude: cst.BaseExpression | None = None  # the accumulator's own read in `acc = acc + x`
+    stores_reference: bool = False  # append/update keep the tensor itself, even under no_grad
+    owner_class: str | None = None  # for meters: the class whose attribute accumulates
+    owner_attribute: str | None = None
+
+
+class AccumulatedLoss(Rule):
+    code = "GF001"
+    name = "accumulated-graph-loss"
+    summary = "A graph-attached loss is accumulated across loop iterations"
+    explanation = (
+        "Adding a loss tensor to a running total (`total += loss`, `losses.append(loss)`) keeps "
+        "a reference to its autograd graph, so every iteration's graph (and, when nothing "
+        "backpropagates that loss, every iteration's activations) stays alive: memory grows "
+        "step after step, and a later backward through the total can fail. The PyTorch FAQ "
+        "calls this 'accumulating history across your training loop'.\n\n"
+        "gradfix accumulates `loss.item()` when the total is a Python number that is printed, "
+        "logged or averaged, and `loss.detach()` when it must stay a tensor (it is stacked, "
+        "reduced or used with tensor methods), which also avoids a device sync each step.\n\n"
+        "Left alone: totals that reach `backward()` (gradient accumulation, "
+        "`torch.stack(losses).mean().backward()`), values already taken out of the graph with "
+        "`.item()` / `.detach()`, accumulation under `torch.no_grad()`, and values whose origin "
+        "the file does not show. A total returned to callers outside the file, or a loss known "
+        "only by its name (`criterion(...)` passed in as a parameter), gets an unsafe fix."
+    )
+    example_before = (
+        "total_loss = 0.0\n"
+        "for x, y in loader:\n"
+        "    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        "    total_loss += loss\n"
+    )
+    example_after = example_before.replace("total_loss += loss", "total_loss += loss.item()")
+
+    def may_apply(self, text: str) -> bool:
+        return bool(_ACCUMULATION_TEXT.search(text) and _EVIDENCE_TEXT.search(text))
+
+    def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
+        flows = Flows(analysis)
+        for accumulation in _accumulations(analysis):
+            finding = _judge(analysis, flows, accumulation)
+            if finding is not None:
+                yield finding
+
+
+# -- what it detects ------------------------------------------------------------------------
+def _accumulations(analysis: FileAnalysis) -> Iterator[_Accumulation]:
+    for statement in list(analysis.index.parents):
+        if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
+            yield _Accumulation(statement, statement.target, statement.value)
+        elif isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0].target
+            value = statement.value
+            key = target_key(target)
+            if key is None or not isinstance(value, cst.BinaryOperation):
+                continue
+            if not isinstance(value.operator, cst.Add):
+                continue
+            if target_key(value.left) == key:
+                yield _Accumulation(statement, target, value.right, exclude=value.left)
+            elif target_key(value.right) == key:
+                yield _Accumulation(statement, target, value.left, exclude=value.right)
+        elif isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+            yield from _call_accumulations(analysis, statement, statement.value)
+
+
+def _call_accumulations(
+    analysis: FileAnalysis, statement: cst.Expr, call: cst.Call
+) -> Iterator[_Accumulation]:
+    func = call.func
+    if not isinstance(func, cst.Attribute) or not call.args or call.args[0].keyword:
+        return
+    if func.attr.value == "append":
+        yield _Accumulation(statement, func.value, call.args[0].value, stores_reference=True)
+        return
+    receiver = analysis.value_of(func.value)
+    if receiver.kind not in (Kind.OBJECT, Kind.MODULE) or receiver.cls not in analysis.index.classes:
+        return
+    method = analysis.index.classes[receiver.cls].methods.get(func.attr.value)
+    if method is None:
+        return
+    params = list(method.params.params)[1:]
+    for arg, param in zip(call.args, params, strict=False):
+        if arg.keyword is not None:
+            break
+        attribute = _attribute_accumulating(analysis, method, param.name.value)
+        if attribute is not None:
+            yield _Accumulation(
+                statement,
+                func.value,
+                arg.value,
+                stores_reference=True,
+                owner_class=receiver.cls,
+                owner_attribute=attribute,
+            )
+
+
+def _attribute_accumulating(
+    analysis: FileAnalysis, method: cst.FunctionDef, param: str
+) -> str | None:
+    """The `self` attribute into which `method` adds its parameter `param`, if any."""
+    for occurrence in analysis.occurrences(param, method):
+        node: cst.CSTNode = occurrence
+        parent = analysis.parent(node)
+        while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+            node, parent = parent, analysis.parent(parent)
+        if isinstance(parent, cst.AugAssign) and parent.value is node:
+            key = target_key(parent.target)
+            if key and key.startswith("self."):
+                return key[5:]
+    return None
+
+
+# -- when it is safe ------------------------------------------------------------------------
+def _judge(analysis: FileAnalysis, flows: Flows, accumulation: _Accumulation) -> RuleFinding | None:
+    statement = accumulation.statement
+    if not accumulation.stores_reference and not analysis.grad_enabled(statement):
+        return None  # arithmetic under no_grad records no graph
+    operand = analysis.value_of(accumulation.operand)
+    if not operand.grad.attached:
+        return None
+    atoms = _attached_atoms(analysis, accumulation.operand, accumulation.exclude)
+    if atoms and all(_is_parameter(analysis, atom) for atom in atoms):
+        return None  # attached only through its callers: fixed where they pass it in
+    initial = _initial_value(analysis, accumulation)
+    if initial is None:
+        return None  # not carried across iterations
+    uses = _uses(analysis, flows, accumulation)
+    if Use.DIFFERENTIATED in uses:
+        return None  # gradient accumulation on purpose
+    unsafe_because = _unsafe_reasons(operand, uses)
+    to_number = (
+        _holds_numbers(initial)
+        and not uses & {Use.NEEDS_TENSOR, Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}
+        and all(analysis.value_of(atom).scalar for atom in atoms)
+    )
+    method = "item" if to_number else "detach"
+    accumulator = _code(analysis, accumulation.accumulator)
+    if accumulation.owner_class is not None:
+        accumulator = f"{accumulator}.{accumulation.owner_attribute}"
+    across = "loop iterations" if analysis.enclosing_loops(statement) else "calls"
+    operand_code = _code(analysis, accumulation.operand)
+    why = operand.evidence or "it is computed from graph-attached values"
+    message = (
+        f"`{accumulator}` accumulates `{operand_code}` across {across}, and "
+        f"`{operand_code}` is graph-attached ({why}): every iteration's autograd graph stays "
+        f"alive. Accumulate `{_code(analysis, atoms[0]) if atoms else operand_code}.{method}()`"
+        " instead."
+    )
+    if not atoms:
+        return RuleFinding(
+            statement, message + " (gradfix cannot rewrite this expression.)", Tier.REPORT
+        )
+    if unsafe_because:
+        message += f" Unsafe: {unsafe_because}."
+    replacements: dict[cst.CSTNode, cst.CSTNode] = {
+        atom: cst.Call(func=cst.Attribute(value=atom, attr=cst.Name(method))) for atom in atoms
+    }
+    tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
+    return RuleFinding(statement, message, tier, replacements)
+
+
+def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value | None:
+    """What the accumulator held before it started accumulating, or None when it does not
+    outlive the iteration (it is re-initialised in the loop before being added to)."""
+    if accumulation.owner_class is not None:
+        return analysis.class_attribute_inits(
+            accumulation.owner_class, accumulation.owner_attribute or ""
+        ) or Value(Grad.FREE, Kind.UNKNOWN)
+    key = target_key(_container(accumulation.accumulator))
+    if key is None:
+        return None
+    scope = analysis.scope_of(accumulation.statement)
+    info = analysis.class_of(scope)
+    # The value it had before the outermost loop it accumulates across: loops that
+    # re-initialise it before the accumulation end the search.
+    initial: Value | None = None
+    for loop in analysis.enclosing_loops(accumulation.statement):
+        entry = analysis.loop_entry(loop)
+        if key not in entry or _rebound_before(analysis, loop, key, accumulation.statement):
+            break
+        initial = entry[key]
+    if initial is not None:
+        return initial
+    if key.startswith("self.") and info is not None and scope.name.value != "__init__":
+        return analysis.class_attribute_inits(info.name, key[5:])  # object state outlives calls
+    return None
+
+
+def _rebound_before(
+    analysis: FileAnalysis, loop: cst.For | cst.While, key: str, statement: cst.CSTNode
+) -> bool:
+    """Whether `key` is plainly re-assigned in `loop`'s body, outside any `if`, before
+    `statement` in the same iteration."""
+    for node in loop.body.body:
+        if analysis.statement_of(statement) is node or _contains(node, statement):
+            return False
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.Assign) and any(
+                    target_key(t.target) == key for t in small.targets
+                ):
+                    return True
+    return False
+
+
+def _uses(analysis: FileAnalysis, flows: Flows, accumulation: _Accumulation) -> set[Use]:
+    if accumulation.owner_class is not None:
+        return flows.of_self_attribute(accumulation.owner_class, accumulation.owner_attribute or "")
+    container = _container(accumulation.accumulator)
+    return flows.of_target(container, depth=0)
+
+
+def _unsafe_reasons(operand: Value, uses: set[Use]) -> str:
+    reasons = []
+    if operand.grad is Grad.LIKELY:
+        reasons.append("the value is graph-attached only by its name, check it comes from a loss")
+    if Use.RETURNED_UNSEEN in uses:
+        reasons.append(
+            "the total is returned to callers outside this file, "
+            "check none of them calls backward() on it"
+        )
+    if Use.UNKNOWN_CONSUMER in uses:
+        reasons.append(
+            "the total is passed to code outside this file, check it does not call backward() on it"
+        )
+    return "; ".join(reasons)
+
+
+def _holds_numbers(initial: Value) -> bool:
+    if initial.kind is Kind.NUMBER:
+        return True
+    if initial.kind in (Kind.LIST, Kind.DICT):
+        return initial.element in (None, Grad.FREE)
+    return False
+
+
+# -- how it rewrites ------------------------------------------------------------------------
+def _attached_atoms(
+    analysis: FileAnalysis, expression: cst.BaseExpression, exclude: cst.BaseExpression | None
+) -> list[cst.BaseExpression]:
+    """The smallest sub-expressions to take out of the graph: `loss` in `loss * n`."""
+    if expression is exclude:
+        return []
+    parenthesized = bool(getattr(expression, "lpar", ()))
+    if parenthesized and analysis.value_of(expression).grad.attached:
+        return [expression]  # `(a + b).item()` reads as well as rewriting inside
+    if isinstance(expression, cst.BinaryOperation):
+        return _attached_atoms(analysis, expression.left, exclude) + _attached_atoms(
+            analysis, expression.right, exclude
+        )
+    if isinstance(expression, cst.UnaryOperation):
+        return _attached_atoms(analysis, expression.expression, exclude)
+    if isinstance(expression, _ATOMS) and analysis.value_of(expression).grad.attached:
+        return [expression]
+    return []
+
+
+def _is_parameter(analysis: FileAnalysis, atom: cst.BaseExpression) -> bool:
+    scope = analysis.scope_of(atom)
+    if not isinstance(atom, cst.Name) or not isinstance(scope, cst.FunctionDef):
+        return False
+    params = [*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params]
+    return any(param.name.value == atom.value for param in params)
+
+
+def _container(target: cst.BaseExpression) -> cst.BaseExpression:
+    """`acc` for `acc[key]` and `acc["a"]["b"]`."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return target
+
+
+def _contains(node: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, candidate: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or candidate is inner
+            return not found
+
+    node.visit(Finder())
+    return found
+
+
+def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:
+    return analysis.module.code_for_node(node).strip()
