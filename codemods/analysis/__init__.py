@@ -84,6 +84,10 @@ class FileAnalysis:
             child, current = current, self.index.parents.get(current)
         return loops
 
+    def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        start, end = self.index.start, self.index.end
+        return start[outer] <= start[inner] and end[inner] <= end[outer]
+
     def scope_of(self, node: cst.CSTNode) -> ScopeNode:
         current = self.index.parents.get(node)
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
@@ -114,6 +118,18 @@ class FileAnalysis:
                 stored = self.value_of(assign.value)
                 result = stored if result is None else result.join(stored)
         return result
+
+    def module_calls(self, info: ClassInfo | None) -> list[cst.Call]:
+        """Calls of instances of the nn.Module class `info` (`model(x)` runs its forward)."""
+        if info is None or not self.is_module_class(info.name):
+            return []
+        calls = []
+        for node in self.index.parents:
+            if isinstance(node, cst.Call) and self.statement_of(node) is not None:
+                callee = self.value_of(node.func)
+                if callee.kind is Kind.MODULE and callee.cls == info.name:
+                    calls.append(node)
+        return calls
 
     def is_module_class(self, class_name: str, seen: frozenset[str] = frozenset()) -> bool:
         info = self.index.classes.get(class_name)
@@ -229,16 +245,16 @@ class FileAnalysis:
         return env
 
     def _call_value(
-        self, node: cst.Call, callee: Value, args: list[Value], grad: bool
+        self, node: cst.Call, callee: Value, args: list[Value], grad: bool, method: str | None
     ) -> Value | None:
         if callee.kind is Kind.CLASS and callee.cls is not None:
             kind = Kind.MODULE if self.is_module_class(callee.cls) else Kind.OBJECT
             return Value(Grad.FREE, kind, cls=callee.cls)
         function: cst.FunctionDef | None
         receiver: Value | None = None
-        if callee.kind in (Kind.OBJECT, Kind.MODULE) and isinstance(node.func, cst.Attribute):
+        if method is not None:
             info = self.index.classes.get(callee.cls or "")
-            function = info.methods.get(node.func.attr.value) if info else None
+            function = info.methods.get(method) if info else None
             receiver = callee
         else:
             function = self.function_named(callee)

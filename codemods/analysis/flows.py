@@ -4,11 +4,12 @@ consumed as a number, needed as a tensor, or leaves what gradfix can see."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import Enum
 
 import libcst as cst
 
-from codemods.analysis import FileAnalysis, torch_api
+from codemods.analysis import FileAnalysis, Kind, torch_api
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 
@@ -41,42 +42,60 @@ class Use(Enum):
     UNKNOWN_CONSUMER = "is passed to code gradfix cannot see"
 
 
-class Flows:
-    """Follows values in one analysed file; results are sets of `Use`."""
+@dataclass
+class Flow:
+    """Where a value goes: how it is used, and the backward calls it reaches."""
+
+    uses: set[Use] = field(default_factory=set)
+    backward_calls: list[cst.Call] = field(default_factory=list)
+
+
+def follow_target(analysis: FileAnalysis, target: cst.BaseExpression) -> Flow:
+    """Where a value stored into `target` (`x`, `self.x`, `d[k]`) goes next."""
+    follower = _Follower(analysis)
+    uses = follower.of_target(target, depth=0)
+    return Flow(uses, follower.backward_calls)
+
+
+def follow_self_attribute(analysis: FileAnalysis, class_name: str, attribute: str) -> Flow:
+    """Where values stored into `self.<attribute>` of `class_name` go next."""
+    follower = _Follower(analysis)
+    uses = follower.of_self_attribute(class_name, attribute, depth=0)
+    return Flow(uses, follower.backward_calls)
+
+
+def follow_expression(analysis: FileAnalysis, expression: cst.BaseExpression) -> Flow:
+    """Where the value of `expression` goes."""
+    follower = _Follower(analysis)
+    uses = follower.of_expression(expression, depth=0)
+    return Flow(uses, follower.backward_calls)
+
+
+class _Follower:
+    """One question's walk: remembers what it followed so that cycles end."""
 
     def __init__(self, analysis: FileAnalysis) -> None:
         self.analysis = analysis
         self._followed: set[object] = set()  # names and attributes already followed
+        self.backward_calls: list[cst.Call] = []
 
-    def of_name(
-        self,
-        name: str,
-        scope: ScopeNode,
-        skip: frozenset[cst.CSTNode] = frozenset(),
-        depth: int = 0,
-    ) -> set[Use]:
+    def of_name(self, name: str, scope: ScopeNode, depth: int) -> set[Use]:
         if (name, scope) in self._followed:
             return set()
         self._followed.add((name, scope))
         uses: set[Use] = set()
         for occurrence in self.analysis.occurrences(name, scope):
-            if occurrence not in skip and self._is_load(occurrence):
+            if is_load(self.analysis, occurrence):
                 uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
-    def of_self_attribute(
-        self,
-        class_name: str,
-        attribute: str,
-        skip: frozenset[cst.CSTNode] = frozenset(),
-        depth: int = 0,
-    ) -> set[Use]:
+    def of_self_attribute(self, class_name: str, attribute: str, depth: int) -> set[Use]:
         if (class_name, attribute) in self._followed:
             return set()
         self._followed.add((class_name, attribute))
         uses: set[Use] = set()
         for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
-            if occurrence not in skip and self._is_load(occurrence):
+            if is_load(self.analysis, occurrence):
                 uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
@@ -84,13 +103,20 @@ class Flows:
         """Where a value stored into `target` goes next."""
         scope = self.analysis.scope_of(target)
         if isinstance(target, cst.Name):
-            return self.of_name(target.value, scope, depth=depth)
+            return self.of_name(target.value, scope, depth)
         if isinstance(target, cst.Subscript):
+            return self.of_target(target.value, depth)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            uses: set[Use] = set()
+            for element in target.elements:
+                uses |= self.of_target(element.value, depth)
+            return uses
+        if isinstance(target, cst.StarredElement):
             return self.of_target(target.value, depth)
         key = target_key(target)
         info = self.analysis.class_of(scope)
         if key is not None and key.startswith("self.") and info is not None:
-            return self.of_self_attribute(info.name, key[5:], depth=depth)
+            return self.of_self_attribute(info.name, key[5:], depth)
         return {Use.UNKNOWN_CONSUMER}
 
     def of_expression(self, node: cst.CSTNode, depth: int = 0) -> set[Use]:
@@ -167,6 +193,8 @@ class Flows:
         call = self.analysis.parent(attribute)
         called = isinstance(call, cst.Call) and call.func is attribute
         if name == "backward":
+            if isinstance(call, cst.Call):
+                self.backward_calls.append(call)
             return {Use.DIFFERENTIATED}
         if called and name in _MUTATING_METHODS:
             return set()
@@ -180,9 +208,10 @@ class Flows:
     def _argument(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use]:
         func = call.func
         qualified = self.analysis.qualified_name(func) or ""
-        if qualified in torch_api.AUTOGRAD_FUNCTIONS:
-            return {Use.DIFFERENTIATED}
-        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+        if qualified in torch_api.AUTOGRAD_FUNCTIONS or (
+            isinstance(func, cst.Attribute) and func.attr.value == "backward"
+        ):
+            self.backward_calls.append(call)
             return {Use.DIFFERENTIATED}
         head = qualified.split(".")[0] if qualified else ""
         simple = func.value if isinstance(func, cst.Name) else None
@@ -194,6 +223,9 @@ class Flows:
             return set()
         if head == "torch":
             return {Use.NEEDS_TENSOR} | self.of_expression(call, depth + 1)
+        callee = self.analysis.value_of(func)
+        if callee.kind in (Kind.MODULE, Kind.PASSTHROUGH, Kind.CRITERION):
+            return self.of_expression(call, depth + 1)  # a forward: the output carries it
         local = self._into_local_function(call, arg, depth)
         if local is not None:
             return local
@@ -210,7 +242,7 @@ class Flows:
         position = [a for a in call.args if a.keyword is None].index(arg)
         if position >= len(params):
             return None
-        inner = self.of_name(params[position].name.value, function, depth=depth + 1)
+        inner = self.of_name(params[position].name.value, function, depth + 1)
         if Use.RETURNED_UNSEEN in inner:
             inner.discard(Use.RETURNED_UNSEEN)
             inner |= self.of_expression(call, depth + 1)
@@ -221,7 +253,9 @@ class Flows:
         function = self.analysis.scope_of(node)
         if not isinstance(function, cst.FunctionDef):
             return {Use.RETURNED_UNSEEN}
-        calls = self.analysis.index.calls_by_name.get(function.name.value, [])
+        calls = list(self.analysis.index.calls_by_name.get(function.name.value, []))
+        if function.name.value == "forward":
+            calls += self.analysis.module_calls(self.analysis.class_of(function))
         if not calls:
             return {Use.RETURNED_UNSEEN}
         uses: set[Use] = set()
@@ -245,16 +279,17 @@ class Flows:
             uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
         return uses
 
-    def _is_load(self, node: cst.CSTNode) -> bool:
-        """Whether `node` reads its variable (rather than being stored to)."""
-        child, parent = node, self.analysis.parent(node)
-        while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
-            child, parent = parent, self.analysis.parent(parent)
-        if isinstance(parent, (cst.AssignTarget, cst.AsName)):
-            return False
-        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-            return parent.target is not child
-        return True
+
+def is_load(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
+    """Whether `node` reads its variable (rather than being stored to)."""
+    child, parent = node, analysis.parent(node)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        child, parent = parent, analysis.parent(parent)
+    if isinstance(parent, (cst.AssignTarget, cst.AsName)):
+        return False
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+        return parent.target is not child
+    return True
 
 
 class _NameFinder(cst.CSTVisitor):

@@ -24,6 +24,10 @@ class ClassInfo:
 @dataclass
 class Index:
     parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    # Pre-order position of each node, and the position after its last descendant: `a`
+    # contains `b` when start[a] <= start[b] and end[b] <= end[a]; source order is start order.
+    start: dict[cst.CSTNode, int] = field(default_factory=dict)
+    end: dict[cst.CSTNode, int] = field(default_factory=dict)
     scope_of: dict[cst.CSTNode, ScopeNode] = field(default_factory=dict)  # for Name/Attribute
     # scope -> name -> its Name nodes in that scope (nested functions not included)
     names: dict[ScopeNode, dict[str, list[cst.Name]]] = field(
@@ -51,6 +55,7 @@ class _Indexer(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.stack:
             self.index.parents[node] = self.stack[-1]
+        self.index.start[node] = len(self.index.start)
         self.stack.append(node)
         scope = self.scopes[-1]
         if isinstance(node, cst.Name) and _is_variable(node, self.index.parents.get(node)):
@@ -85,6 +90,7 @@ class _Indexer(cst.CSTVisitor):
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.index.end[original_node] = len(self.index.start)
         self.stack.pop()
         if isinstance(original_node, cst.FunctionDef):
             self.scopes.pop()

@@ -59,9 +59,9 @@ class Interpreter:
     def __init__(
         self,
         qualify: Callable[[cst.BaseExpression], str | None],
-        # (call, callee or receiver, argument values, grad mode) -> result of a call into
-        # this file's functions, classes and methods, or None
-        call_value: Callable[[cst.Call, Value, list[Value], bool], Value | None],
+        # (call, callee or receiver, argument values, grad mode, method name) -> result of a
+        # call into this file's functions, classes and methods, or None
+        call_value: Callable[[cst.Call, Value, list[Value], bool, str | None], Value | None],
         lookup_global: Callable[[str], Value],
         grad_enabled: bool,
     ) -> None:
@@ -196,6 +196,7 @@ class Interpreter:
                         value,
                         grad=Grad.ATTACHED,
                         kind=Kind.TENSOR,
+                        loss=True,
                         scalar=value.scalar or evidence == "scalar",
                         evidence=f"`{target.value}.backward()` is called on it",
                     )
@@ -313,7 +314,8 @@ class Interpreter:
         if combined.attached:
             kind = Kind.TENSOR
         evidence = left.evidence if left.grad.attached else right.evidence
-        return Value(combined, kind, scalar=scalar, evidence=evidence)
+        loss = left.loss or right.loss
+        return Value(combined, kind, scalar=scalar, evidence=evidence, loss=loss)
 
     def attribute(self, node: cst.Attribute, env: Env, grad: bool) -> Value:
         key = target_key(node)
@@ -343,20 +345,24 @@ class Interpreter:
             if method is not None:
                 return method
             if receiver.cls is not None and receiver.kind in (Kind.OBJECT, Kind.MODULE):
-                local = self.call_value(node, receiver, args, grad)
+                local = self.call_value(node, receiver, args, grad, node.func.attr.value)
                 if local is not None:
                     return local
         callee = self.value(node.func, env, grad)
         if callee.kind is Kind.MODULE:
-            return replace(
+            output = replace(
                 self.tensor_result(Grad.ATTACHED, grad),
                 evidence="it is the output of a module call",
             )
+            forward = self.call_value(node, callee, args, grad, "forward")
+            if forward is not None and forward.kind is Kind.TUPLE:
+                return replace(output, kind=Kind.TUPLE, element=output.grad)
+            return output
         if callee.kind is Kind.PASSTHROUGH:
             return self.tensor_result(_joined_grad(args), grad)
         if callee.kind is Kind.CRITERION:
             return self.loss_result(args, grad, not callee.reduction_none)
-        local = self.call_value(node, callee, args, grad)
+        local = self.call_value(node, callee, args, grad, None)
         if local is not None:
             return local
         if (
@@ -366,7 +372,10 @@ class Interpreter:
             and grad
         ):
             return Value(
-                Grad.LIKELY, Kind.TENSOR, evidence=f"it is the result of `{node.func.value}(...)`"
+                Grad.LIKELY,
+                Kind.TENSOR,
+                evidence=f"it is the result of `{node.func.value}(...)`",
+                loss=True,
             )
         if isinstance(node.func, cst.Name):
             return self.builtin_call(node.func.value, args)
@@ -381,6 +390,7 @@ class Interpreter:
             Kind.TENSOR,
             scalar=scalar,
             evidence="it is the result of a loss function",
+            loss=True,
         )
 
     def library_call(
@@ -396,7 +406,7 @@ class Interpreter:
                 return Value(Grad.FREE, Kind.PASSTHROUGH)
             if short == "Parameter":
                 return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it is a parameter")
-            return Value(Grad.FREE, Kind.MODULE)
+            return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)
         if name in torch_api.TENSOR_FACTORIES:
@@ -432,7 +442,7 @@ class Interpreter:
                     grad,
                     scalar=reducing or (receiver.scalar and method not in ("expand", "repeat")),
                 )
-                return replace(result, evidence=receiver.evidence)
+                return replace(result, evidence=receiver.evidence, loss=receiver.loss)
         if receiver.kind is Kind.MODULE and method == "forward":
             return self.tensor_result(Grad.ATTACHED, grad)
         return None

@@ -67,6 +67,7 @@ class Value:
     element: Grad | None = None  # for containers: what their elements are
     evidence: str = ""  # why it is attached, for messages
     reduction_none: bool = False  # a criterion built with reduction='none'
+    loss: bool = False  # a loss, or computed from one: what GF001 (not GF002) is about
 
     def join(self, other: Value) -> Value:
         if self == other:
@@ -82,6 +83,7 @@ class Value:
             element=element,
             evidence=self.evidence or other.evidence,
             reduction_none=self.reduction_none or other.reduction_none,
+            loss=self.loss and other.loss,
         )
 
     def with_grad(self, grad: Grad) -> Value:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value
-from codemods.analysis.flows import Flows, Use
+from codemods.analysis.flows import Use, follow_self_attribute, follow_target
 from codemods.analysis.interpreter import target_key
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
@@ -78,9 +78,8 @@ class AccumulatedLoss(Rule):
         return bool(_ACCUMULATION_TEXT.search(text) and _EVIDENCE_TEXT.search(text))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        flows = Flows(analysis)
         for accumulation in _accumulations(analysis):
-            finding = _judge(analysis, flows, accumulation)
+            finding = _judge(analysis, accumulation)
             if finding is not None:
                 yield finding
 
@@ -116,7 +115,10 @@ def _call_accumulations(
         yield _Accumulation(statement, func.value, call.args[0].value, stores_reference=True)
         return
     receiver = analysis.value_of(func.value)
-    if receiver.kind not in (Kind.OBJECT, Kind.MODULE) or receiver.cls not in analysis.index.classes:
+    if (
+        receiver.kind not in (Kind.OBJECT, Kind.MODULE)
+        or receiver.cls not in analysis.index.classes
+    ):
         return
     method = analysis.index.classes[receiver.cls].methods.get(func.attr.value)
     if method is None:
@@ -154,20 +156,20 @@ def _attribute_accumulating(
 
 
 # -- when it is safe ------------------------------------------------------------------------
-def _judge(analysis: FileAnalysis, flows: Flows, accumulation: _Accumulation) -> RuleFinding | None:
+def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding | None:
     statement = accumulation.statement
     if not accumulation.stores_reference and not analysis.grad_enabled(statement):
         return None  # arithmetic under no_grad records no graph
     operand = analysis.value_of(accumulation.operand)
-    if not operand.grad.attached:
-        return None
+    if not operand.grad.attached or not (operand.loss or operand.scalar):
+        return None  # not attached, or a stored tensor rather than a loss: GF002's concern
     atoms = _attached_atoms(analysis, accumulation.operand, accumulation.exclude)
     if atoms and all(_is_parameter(analysis, atom) for atom in atoms):
         return None  # attached only through its callers: fixed where they pass it in
     initial = _initial_value(analysis, accumulation)
     if initial is None:
         return None  # not carried across iterations
-    uses = _uses(analysis, flows, accumulation)
+    uses = _uses(analysis, accumulation)
     if Use.DIFFERENTIATED in uses:
         return None  # gradient accumulation on purpose
     unsafe_because = _unsafe_reasons(operand, uses)
@@ -235,7 +237,7 @@ def _rebound_before(
     """Whether `key` is plainly re-assigned in `loop`'s body, outside any `if`, before
     `statement` in the same iteration."""
     for node in loop.body.body:
-        if analysis.statement_of(statement) is node or _contains(node, statement):
+        if analysis.contains(node, statement):
             return False
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
@@ -246,11 +248,11 @@ def _rebound_before(
     return False
 
 
-def _uses(analysis: FileAnalysis, flows: Flows, accumulation: _Accumulation) -> set[Use]:
+def _uses(analysis: FileAnalysis, accumulation: _Accumulation) -> set[Use]:
     if accumulation.owner_class is not None:
-        return flows.of_self_attribute(accumulation.owner_class, accumulation.owner_attribute or "")
-    container = _container(accumulation.accumulator)
-    return flows.of_target(container, depth=0)
+        owner, attribute = accumulation.owner_class, accumulation.owner_attribute or ""
+        return follow_self_attribute(analysis, owner, attribute).uses
+    return follow_target(analysis, _container(accumulation.accumulator)).uses
 
 
 def _unsafe_reasons(operand: Value, uses: set[Use]) -> str:
@@ -311,19 +313,6 @@ def _container(target: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(target, cst.Subscript):
         target = target.value
     return target
-
-
-def _contains(node: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, candidate: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or candidate is inner
-            return not found
-
-    node.visit(Finder())
-    return found
 
 
 def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:

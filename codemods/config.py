@@ -1,0 +1,196 @@
+"""Settings: `[tool.gradfix]` in pyproject.toml, overridden by command-line flags.
+
+    [tool.gradfix]
+    select = ["GF001", "GF002"]        # rules to run (default: all)
+    ignore = ["GF003"]                 # rules not to run
+    exclude = ["generated/", "*_pb2.py"]   # gitignore-style, relative to this file
+    unsafe-fixes = false
+    [tool.gradfix.per-file-ignores]
+    "tests/*" = ["GF001"]
+
+The file used is the nearest pyproject.toml with a `[tool.gradfix]` table, looking upward from
+the first path given (or the current directory).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codemods.walk import IgnoreFile
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # needs `tomli; python_version < "3.11"`
+    import tomli as tomllib
+
+KEYS = ("select", "ignore", "exclude", "per-file-ignores", "unsafe-fixes")
+
+
+class ConfigError(Exception):
+    """Bad settings, in pyproject.toml or on the command line; the message says which."""
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """The `[tool.gradfix]` table as written; None means the key is absent."""
+
+    path: Path | None = None  # the pyproject.toml it came from
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unsafe_fixes: bool | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: frozenset[str]  # after `ignore`
+    excludes: tuple[IgnoreFile, ...] = ()
+    unsafe_fixes: bool = False
+    per_file_ignores: tuple[tuple[IgnoreFile, frozenset[str]], ...] = ()
+
+    def rules_for(self, path: Path) -> frozenset[str]:
+        """The rule codes to run on `path` once per-file-ignores are applied."""
+        if not self.per_file_ignores:
+            return self.select
+        real = path.resolve()
+        selected = self.select
+        for pattern, codes in self.per_file_ignores:
+            if pattern.decide(real, is_dir=False):
+                selected -= codes
+        return selected
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a `[tool.gradfix]` table."""
+    start = start.resolve()
+    directory = start if start.is_dir() else start.parent
+    for candidate_dir in (directory, *directory.parents):
+        candidate = candidate_dir / "pyproject.toml"
+        if candidate.is_file() and _gradfix_table(candidate) is not None:
+            return candidate
+    return None
+
+
+def _gradfix_table(pyproject: Path) -> dict[str, Any] | None:
+    try:
+        with pyproject.open("rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{pyproject}: invalid TOML: {exc}; fix the file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{pyproject}: cannot read: {exc}") from exc
+    table = data.get("tool", {}).get("gradfix")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: `tool.gradfix` must be a table")
+    return table
+
+
+def _string_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def load_config(start: Path) -> FileConfig:
+    """Read the settings that apply to `start`; empty ones when no file has any."""
+    pyproject = find_pyproject(start)
+    if pyproject is None:
+        return FileConfig()
+    table = _gradfix_table(pyproject) or {}
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{pyproject}: unknown key `{unknown[0]}` in [tool.gradfix]; "
+            f"valid keys are: {', '.join(KEYS)}"
+        )
+
+    def where(key: str) -> str:
+        return f"{pyproject}: [tool.gradfix] `{key}`"
+
+    def optional_list(key: str) -> tuple[str, ...] | None:
+        return _string_list(table[key], where(key)) if key in table else None
+
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{where('per-file-ignores')} must be a table of glob = [codes]")
+    unsafe = table.get("unsafe-fixes")
+    if unsafe is not None and not isinstance(unsafe, bool):
+        raise ConfigError(f"{where('unsafe-fixes')} must be true or false, got {unsafe!r}")
+    return FileConfig(
+        path=pyproject,
+        select=optional_list("select"),
+        ignore=optional_list("ignore"),
+        exclude=optional_list("exclude"),
+        per_file_ignores=tuple(
+            (glob, _string_list(codes, f"{where('per-file-ignores')} entry {glob!r}"))
+            for glob, codes in per_file.items()
+        ),
+        unsafe_fixes=unsafe,
+    )
+
+
+def split_codes(values: Iterable[str]) -> tuple[str, ...]:
+    """`--select GF001,GF002 --select GF003` -> ("GF001", "GF002", "GF003")."""
+    return tuple(code.strip() for value in values for code in value.split(",") if code.strip())
+
+
+def _codes(codes: Iterable[str], known: Collection[str], where: str) -> frozenset[str]:
+    result = set()
+    for code in codes:
+        normalized = code.strip().upper()
+        if normalized not in known:
+            raise ConfigError(
+                f"unknown rule code `{code}` in {where}; known codes: "
+                f"{', '.join(sorted(known))} (run `gradfix rules` to list them)"
+            )
+        result.add(normalized)
+    return frozenset(result)
+
+
+def resolve_settings(
+    config: FileConfig,
+    known: Collection[str],
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+    unsafe_fixes: bool | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Merge the file settings with the command-line ones (None: flag not given), which win.
+
+    Command-line exclude patterns are relative to `cwd`, the file's to its directory."""
+    cwd = cwd or Path.cwd()
+    file_where = f"{config.path}: [tool.gradfix]"
+    if select is not None:
+        selected = _codes(select, known, "--select")
+    elif config.select is not None:
+        selected = _codes(config.select, known, f"{file_where} `select`")
+    else:
+        selected = frozenset(known)
+    if ignore is not None:
+        selected -= _codes(ignore, known, "--ignore")
+    elif config.ignore is not None:
+        selected -= _codes(config.ignore, known, f"{file_where} `ignore`")
+
+    root = config.path.parent if config.path is not None else cwd
+    excludes: list[IgnoreFile] = []
+    if exclude is not None:
+        excludes.append(IgnoreFile.from_lines(cwd, exclude))
+    elif config.exclude is not None:
+        excludes.append(IgnoreFile.from_lines(root, config.exclude))
+
+    per_file_ignores = tuple(
+        (
+            IgnoreFile.from_lines(root, [glob]),
+            _codes(codes, known, f"{file_where} `per-file-ignores` entry {glob!r}"),
+        )
+        for glob, codes in config.per_file_ignores
+    )
+    unsafe = unsafe_fixes if unsafe_fixes is not None else bool(config.unsafe_fixes)
+    return Settings(selected, tuple(excludes), unsafe, per_file_ignores)

@@ -1,0 +1,242 @@
+"""Run the per-file pipeline over many files, in a process pool, and write the fixes.
+
+Workers get paths, read the bytes themselves and send back small results: the findings,
+plus the bytes only where the caller needs them (a diff, or stdin). A file that makes the
+pipeline raise gets an internal-error result; every other file is unaffected. Results come
+back in the order of the input, whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing
+import os
+import re
+import stat
+import tempfile
+import traceback
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from codemods import pipeline
+from codemods.findings import Finding
+
+# Fewer files than this per worker process are not worth a worker's start-up.
+MIN_FILES_PER_WORKER = 16
+MAX_CHUNK = 32
+
+REPORT_HINT = "please report this to the gradfix maintainers, with the file if you can"
+
+
+class Mode(Enum):
+    CHECK = "check"  # report only
+    FIX = "fix"  # apply the fixes and write them
+    DIFF = "diff"  # compute the fixes, write nothing, keep the bytes for a diff
+
+
+class ErrorKind(str, Enum):
+    PARSE = "parse error"
+    READ = "read error"
+    WRITE = "write error"
+    INTERNAL = "internal error"
+
+
+@dataclass(frozen=True)
+class FileError:
+    """Why a file could not be processed; `message` says what to do about it."""
+
+    kind: ErrorKind
+    message: str
+    line: int = 1
+    column: int = 1
+
+
+@dataclass(frozen=True)
+class FileTask:
+    path: Path
+    select: frozenset[str]  # rule codes to run on this file
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: Path
+    # Findings left to deal with: in check mode all of them; after a fix, those the fix did
+    # not resolve (positions in the rewritten file; in diff mode, in the original one).
+    findings: tuple[Finding, ...] = ()
+    fixed: tuple[Finding, ...] = ()  # applied, or that would be (diff): original positions
+    changed: bool = False  # the file was (fix) or would be (diff) rewritten
+    source: bytes | None = None  # the original bytes, for a diff of a changed file
+    new_source: bytes | None = None  # the rewritten bytes, for a diff or stdin
+    error: FileError | None = None
+
+
+_PARSE_ERROR = re.compile(r"(\d+):(\d+): (.*)", re.DOTALL)
+
+
+def _parse_error(error: str) -> FileError:
+    match = _PARSE_ERROR.fullmatch(error)
+    if match is None:
+        return FileError(ErrorKind.PARSE, error)
+    line, column, message = match.groups()
+    message = message.removeprefix("parse error: ")
+    return FileError(ErrorKind.PARSE, message, int(line), int(column))
+
+
+def _internal_error(exc: BaseException) -> FileError:
+    where = traceback.extract_tb(exc.__traceback__)
+    origin = f" (at {Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
+    return FileError(
+        ErrorKind.INTERNAL,
+        f"{type(exc).__name__}: {exc}{origin}; the file was left unchanged; {REPORT_HINT}",
+    )
+
+
+def _without(findings: Sequence[Finding], removed: Sequence[Finding]) -> tuple[Finding, ...]:
+    left = list(findings)
+    for finding in removed:
+        with contextlib.suppress(ValueError):
+            left.remove(finding)
+    return tuple(left)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace the file's content in one step (a temporary file beside it, then a rename),
+    keeping its permission bits. Symbolic links are followed, not replaced."""
+    real = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(real.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".gradfix")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def process_bytes(
+    path: Path,
+    source: bytes,
+    select: frozenset[str],
+    mode: Mode,
+    unsafe_fixes: bool = False,
+    *,
+    write: bool = False,
+) -> FileResult:
+    """One file's bytes through the pipeline. With `write`, a fix is written to `path`;
+    otherwise the rewritten bytes are returned in `new_source`. Never raises."""
+    try:
+        return _process(path, source, select, mode, unsafe_fixes, write)
+    except Exception as exc:
+        return FileResult(path, error=_internal_error(exc))
+
+
+def _process(
+    path: Path, source: bytes, select: frozenset[str], mode: Mode, unsafe: bool, write: bool
+) -> FileResult:
+    options = pipeline.RunOptions(select, fix=mode is not Mode.CHECK, unsafe_fixes=unsafe)
+    result = pipeline.process_source(source, options)
+    if result.error is not None:
+        return FileResult(path, error=_parse_error(result.error))
+    new = result.new_source
+    if new is None or new == source:
+        return FileResult(path, findings=tuple(result.findings))
+    fixed = tuple(result.fixed)
+    if mode is Mode.DIFF:
+        left = _without(result.findings, fixed)
+        return FileResult(path, left, fixed, changed=True, source=source, new_source=new)
+
+    # What is left is what a check of the rewritten file finds, at its positions there.
+    check = pipeline.RunOptions(select, fix=False, unsafe_fixes=unsafe)
+    after = pipeline.process_source(new, check)
+    if after.error is not None:
+        return FileResult(
+            path,
+            error=FileError(
+                ErrorKind.INTERNAL,
+                f"the fixed code would not parse ({after.error}); the file was left "
+                f"unchanged; {REPORT_HINT}",
+            ),
+        )
+    if not write:
+        return FileResult(path, tuple(after.findings), fixed, changed=True, new_source=new)
+    try:
+        write_atomic(path, new)
+    except OSError as exc:
+        return FileResult(
+            path,
+            error=FileError(
+                ErrorKind.WRITE,
+                f"cannot write the fixes: {exc}; the file was left unchanged; check its "
+                "permissions and the free space",
+            ),
+        )
+    return FileResult(path, tuple(after.findings), fixed, changed=True)
+
+
+def process_file(task: FileTask, mode: Mode, unsafe_fixes: bool = False) -> FileResult:
+    """Read, process and (in fix mode) rewrite one file. Never raises."""
+    try:
+        source = task.path.read_bytes()
+    except OSError as exc:
+        message = f"cannot read the file: {exc.strerror or exc}; check that it is readable"
+        return FileResult(task.path, error=FileError(ErrorKind.READ, message))
+    return process_bytes(task.path, source, task.select, mode, unsafe_fixes, write=mode is Mode.FIX)
+
+
+def _process_chunk(tasks: list[FileTask], mode: Mode, unsafe_fixes: bool) -> list[FileResult]:
+    return [process_file(task, mode, unsafe_fixes) for task in tasks]
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # Not "fork": the caller may have threads (torch's, in tests), and forking those can
+    # deadlock. A fork server imports the pipeline once and forks ready workers from it.
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["codemods.engine"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def run(
+    tasks: Sequence[FileTask], mode: Mode, unsafe_fixes: bool = False, jobs: int | None = None
+) -> Iterator[FileResult]:
+    """Process `tasks`, yielding one result per task in their order.
+
+    `jobs` worker processes (default: the CPU count); with one, or with too few files to be
+    worth it, everything runs in this process."""
+    jobs = jobs or os.cpu_count() or 1
+    workers = min(jobs, math.ceil(len(tasks) / MIN_FILES_PER_WORKER))
+    if workers <= 1:
+        for task in tasks:
+            yield process_file(task, mode, unsafe_fixes)
+        return
+
+    size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (workers * 4))))
+    chunks = [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as executor:
+        futures: list[Future[list[FileResult]]] = [
+            executor.submit(_process_chunk, chunk, mode, unsafe_fixes) for chunk in chunks
+        ]
+        try:
+            for chunk, future in zip(chunks, futures, strict=True):
+                try:
+                    results = future.result()
+                except Exception as exc:  # a worker died (e.g. killed): its files failed
+                    error = FileError(
+                        ErrorKind.INTERNAL,
+                        f"a worker process failed on this file or one processed with it "
+                        f"({type(exc).__name__}: {exc}); rerun with --jobs 1 to find the "
+                        f"file at fault; {REPORT_HINT}",
+                    )
+                    results = [FileResult(task.path, error=error) for task in chunk]
+                yield from results
+        finally:
+            for future in futures:
+                future.cancel()

@@ -1,0 +1,398 @@
+"""Turn file results into what the user reads: text, JSON, GitHub annotations, SARIF, diffs,
+and the closing summary."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import sys
+import tokenize
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from codemods.engine import ErrorKind, FileError, FileResult
+from codemods.findings import Finding, Tier
+from codemods.rules.base import Rule
+
+PROGRESS_MIN_FILES = 50
+TIER_LABELS = {
+    Tier.SAFE: "with a safe fix",
+    Tier.UNSAFE: "with an unsafe fix",
+    Tier.REPORT: "report-only",
+}
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+PARSE_ADVICE = "the file was skipped; fix the syntax error, or exclude the file with --exclude"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _sorted(findings: Sequence[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.line, f.column, f.rule))
+
+
+def error_text(error: FileError) -> str:
+    """`parse error: <what> (<what to do>)`, on one line."""
+    text = f"{error.kind.value}: {_one_line(error.message)}"
+    return f"{text} ({PARSE_ADVICE})" if error.kind is ErrorKind.PARSE else text
+
+
+def fix_shown(finding: Finding, unsafe_fixes: bool) -> bool:
+    """Whether the finding's fix would be applied with the current settings."""
+    return finding.fixable and (finding.tier is Tier.SAFE or unsafe_fixes)
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def text_lines(results: Sequence[FileResult], unsafe_fixes: bool) -> Iterator[str]:
+    """`path:line:col: GF001 [*] message` per finding (`[*]`: fixed by `gradfix fix` with the
+    current settings) and `path:line:col: parse error: ...` per file that failed."""
+    for result in results:
+        if result.error is not None:
+            error = result.error
+            yield f"{result.path}:{error.line}:{error.column}: {error_text(error)}"
+        for f in _sorted(result.findings):
+            marker = " [*]" if fix_shown(f, unsafe_fixes) else ""
+            yield f"{result.path}:{f.line}:{f.column}: {f.rule}{marker} {_one_line(f.message)}"
+
+
+# --- json -----------------------------------------------------------------------------------
+
+
+def _fix_json(finding: Finding) -> dict[str, Any] | None:
+    if not finding.fixable or finding.edit is None:
+        return None
+    edit = finding.edit
+    return {
+        "edits": [
+            {
+                "start": {"line": edit.start_line, "column": edit.start_column},
+                "end": {"line": edit.end_line, "column": edit.end_column},
+                "replacement": edit.replacement,
+            }
+        ]
+    }
+
+
+def json_records(results: Sequence[FileResult]) -> list[dict[str, Any]]:
+    """One object per finding; a file that failed gives one with `rule` null and `tier`
+    "error"."""
+    records: list[dict[str, Any]] = []
+    for result in results:
+        path = str(result.path)
+        if result.error is not None:
+            error = result.error
+            records.append(
+                {
+                    "rule": None,
+                    "path": path,
+                    "line": error.line,
+                    "column": error.column,
+                    "end_line": error.line,
+                    "end_column": error.column,
+                    "message": error_text(error),
+                    "tier": "error",
+                    "fix": None,
+                }
+            )
+        for f in _sorted(result.findings):
+            records.append(
+                {
+                    "rule": f.rule,
+                    "path": path,
+                    "line": f.line,
+                    "column": f.column,
+                    "end_line": f.end_line,
+                    "end_column": f.end_column,
+                    "message": f.message,
+                    "tier": f.tier.value,
+                    "fix": _fix_json(f),
+                }
+            )
+    return records
+
+
+def render_json(results: Sequence[FileResult]) -> str:
+    return json.dumps(json_records(results), indent=2) + "\n"
+
+
+# --- GitHub Actions -------------------------------------------------------------------------
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_lines(results: Sequence[FileResult]) -> Iterator[str]:
+    """Workflow commands that GitHub shows as annotations on the pull request."""
+    for result in results:
+        file = _gh_property(result.path.as_posix())
+        if result.error is not None:
+            e = result.error
+            title = _gh_property(e.kind.value)
+            message = _gh_data(error_text(e))
+            yield f"::error file={file},line={e.line},col={e.column},title={title}::{message}"
+        for f in _sorted(result.findings):
+            yield (
+                f"::warning file={file},line={f.line},col={f.column},endLine={f.end_line},"
+                f"endColumn={f.end_column},title={_gh_property(f.rule)}::{_gh_data(f.message)}"
+            )
+
+
+# --- SARIF ----------------------------------------------------------------------------------
+
+
+def _uri(path: Path) -> str:
+    return path.as_uri() if path.is_absolute() else quote(path.as_posix())
+
+
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
+    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+
+
+def _location(path: Path, region: dict[str, int]) -> dict[str, Any]:
+    return {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}, "region": region}}
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    help_text = (
+        f"{rule.explanation}\n\nBefore:\n{rule.example_before}\n\nAfter:\n{rule.example_after}"
+    )
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.explanation},
+        "help": {"text": help_text},
+        "defaultConfiguration": {"level": "warning"},
+    }
+
+
+def _sarif_result(path: Path, f: Finding, index: Mapping[str, int]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": f.rule,
+        "level": "warning",
+        "message": {"text": f.message},
+        "locations": [_location(path, _region(f.line, f.column, f.end_line, f.end_column))],
+        "properties": {"tier": f.tier.value},
+    }
+    if f.rule in index:
+        result["ruleIndex"] = index[f.rule]
+    if f.fixable and f.edit is not None:
+        e = f.edit
+        result["fixes"] = [
+            {
+                "description": {"text": f"{f.rule} fix ({f.tier.value})"},
+                "artifactChanges": [
+                    {
+                        "artifactLocation": {"uri": _uri(path)},
+                        "replacements": [
+                            {
+                                "deletedRegion": _region(
+                                    e.start_line, e.start_column, e.end_line, e.end_column
+                                ),
+                                "insertedContent": {"text": e.replacement},
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    return result
+
+
+def sarif_log(
+    results: Sequence[FileResult], rules: Mapping[str, Rule], version: str
+) -> dict[str, Any]:
+    """A SARIF 2.1.0 log. Columns count Unicode code points, end columns are exclusive."""
+    ordered = [rules[code] for code in sorted(rules)]
+    index = {rule.code: i for i, rule in enumerate(ordered)}
+    sarif_results = []
+    notifications = []
+    for result in results:
+        if result.error is not None:
+            e = result.error
+            notifications.append(
+                {
+                    "level": "error",
+                    "message": {"text": error_text(e)},
+                    "locations": [
+                        _location(result.path, _region(e.line, e.column, e.line, e.column))
+                    ],
+                }
+            )
+        sarif_results.extend(_sarif_result(result.path, f, index) for f in _sorted(result.findings))
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "gradfix",
+                        "version": version,
+                        "informationUri": "https://pypi.org/project/gradfix/",
+                        "rules": [_sarif_rule(rule) for rule in ordered],
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": sarif_results,
+                "invocations": [
+                    {
+                        "executionSuccessful": not notifications,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def render_sarif(results: Sequence[FileResult], rules: Mapping[str, Rule], version: str) -> str:
+    return json.dumps(sarif_log(results, rules, version), indent=2) + "\n"
+
+
+# --- diff -----------------------------------------------------------------------------------
+
+
+def _decode(source: bytes) -> str:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    return source.decode(encoding, errors="replace")
+
+
+def _diff_lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def render_diff(result: FileResult) -> str:
+    """The unified diff of a changed file, preceded by one `# path:line: GF001 message` line
+    per finding whose fix it applies (patch tools skip such lines)."""
+    assert result.source is not None and result.new_source is not None
+    name = result.path.as_posix()
+    reasons = "".join(
+        f"# {name}:{f.line}: {f.rule} {_one_line(f.message)}\n" for f in _sorted(result.fixed)
+    )
+    diff = difflib.unified_diff(
+        _diff_lines(_decode(result.source)),
+        _diff_lines(_decode(result.new_source)),
+        fromfile=name,
+        tofile=name,
+    )
+    return reasons + "".join(diff)
+
+
+# --- summary and progress -----------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    files: int = 0
+    changed: int = 0
+    fixed: Counter[str] = field(default_factory=Counter)  # rule -> fixes applied
+    left: Counter[Tier] = field(default_factory=Counter)  # findings left, by tier
+    fixable_left: int = 0  # left findings whose fix the current settings apply
+    hidden_fixes: int = 0  # left findings with an unsafe fix, withheld
+    errors: int = 0
+
+    @classmethod
+    def of(cls, results: Sequence[FileResult], unsafe_fixes: bool) -> Summary:
+        summary = cls(files=len(results))
+        for result in results:
+            summary.changed += result.changed
+            summary.errors += result.error is not None
+            summary.fixed.update(f.rule for f in result.fixed)
+            for f in result.findings:
+                summary.left[f.tier] += 1
+                if fix_shown(f, unsafe_fixes):
+                    summary.fixable_left += 1
+                elif f.fixable:
+                    summary.hidden_fixes += 1
+        return summary
+
+    @property
+    def findings_left(self) -> int:
+        return sum(self.left.values())
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def summary_lines(summary: Summary, fixing: bool, diff: bool) -> list[str]:
+    lines = [f"Scanned {_plural(summary.files, 'file')}."]
+    if fixing:
+        total = sum(summary.fixed.values())
+        by_rule = ", ".join(f"{rule} x{n}" for rule, n in sorted(summary.fixed.items()))
+        verb = "Would fix" if diff else "Fixed"
+        files = _plural(summary.changed, "file")
+        lines.append(
+            f"{verb} {_plural(total, 'finding')} in {files}" + (f": {by_rule}." if total else ".")
+        )
+    if summary.findings_left:
+        tiers = ", ".join(
+            f"{summary.left[tier]} {TIER_LABELS[tier]}" for tier in Tier if summary.left[tier]
+        )
+        count = _plural(summary.findings_left, "finding")
+        line = f"{count} left ({tiers})." if fixing else f"Found {count} ({tiers})."
+        if not fixing and summary.fixable_left:
+            line += f" {summary.fixable_left} fixable with `gradfix fix`."
+        lines.append(line)
+    elif not fixing:
+        lines.append("No findings.")
+    if summary.hidden_fixes:
+        lines.append(
+            f"{_plural(summary.hidden_fixes, 'hidden fix')} can be enabled with --unsafe-fixes"
+            " (review them: they may change behaviour)."
+        )
+    if summary.errors:
+        lines.append(
+            f"{_plural(summary.errors, 'file')} could not be processed; see the errors above."
+        )
+    return lines
+
+
+def print_summary(console: Console, lines: Sequence[str]) -> None:
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def progress(total: int, console: Console | None = None) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr while files are processed, when stderr is a terminal and
+    there are enough files to wait for; yields the function to call after each file."""
+    console = console or Console(stderr=True)
+    if total <= PROGRESS_MIN_FILES or not sys.stderr.isatty():
+        yield lambda: None
+        return
+    with Progress(
+        TextColumn("gradfix"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("files", total=total)
+        yield lambda: bar.advance(task)

@@ -1,0 +1,581 @@
+"""GF002: a graph-attached tensor stored across loop iterations.
+
+Detects two shapes, for tensors that are proven graph-attached and are not losses (summed or
+logged losses are GF001's):
+- *carried*: a name or `self` attribute assigned in a loop (or, for `self`, in a method) and
+  read again in the next iteration before it is reassigned: `hidden = model(x, hidden)`,
+  `out, (h, c) = lstm(x, (h, c))`, `prev = out` ... `out + prev`, EMA centres
+  (`center = m * center + (1 - m) * feat.mean(0)`), autoregressive feedback;
+- *kept*: appended to, or stored by a varying key into, a container that outlives the loop:
+  `outputs.append(logits)`, `bank[idx] = feat`.
+
+Safe when the carried value either reaches a backward inside the loop (the next backward then
+walks a graph whose buffers are freed: "Trying to backward through the graph a second time"),
+or feeds back into itself so that every iteration's graph stays chained; and when a kept value
+is never differentiated after the loop. Left alone: state re-initialised each iteration,
+values backpropagated after the loop on purpose (full BPTT, `torch.stack(outputs)` into one
+loss), backward calls with `create_graph=True` / `retain_graph=True` (meta-learning), values
+already detached or made under `no_grad`, and values of unknown origin.
+
+Rewrites with `.detach()` where the value is carried: on the stored operand when nothing in
+the same iteration reads the stored value afterwards (`prev = out.detach()`, the graph-attached
+operand of an EMA update), otherwise on the read that takes it into the next iteration
+(`model(x, hidden.detach())`), element-wise for `(h, c)` tuples, through the file's own
+`repackage_hidden`-style helper when it has one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from codemods.analysis import FileAnalysis, Grad, Kind
+from codemods.analysis.flows import Use, follow_expression, follow_target, is_load
+from codemods.analysis.interpreter import target_key
+from codemods.findings import Tier
+from codemods.rules.base import Rule, RuleFinding
+
+_STORE_TEXT = re.compile(r"\bfor\b|\bwhile\b|self\.\w+\s*=")
+_EVIDENCE_TEXT = re.compile(r"nn\.|Module|backward|requires_grad|Parameter")
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+# Recurrent modules whose state output (position 1) is an `(h, c)` tuple or one tensor.
+_TUPLE_STATE_MODULES = frozenset({"torch.nn.LSTM"})
+_TENSOR_STATE_MODULES = frozenset({"torch.nn.GRU", "torch.nn.RNN"})
+_GROWING_METHODS = frozenset({"append", "insert"})
+
+Loop = cst.For | cst.While
+
+
+class CarriedTensor(Rule):
+    code = "GF002"
+    name = "carried-graph-tensor"
+    summary = "A graph-attached tensor is stored across loop iterations"
+    explanation = (
+        "A tensor that is part of an autograd graph keeps that whole graph alive for as long "
+        "as it is stored. Carried into the next iteration (RNN hidden state across batches, a "
+        "previous output, an EMA centre, a memory bank) and read by the next forward, it makes "
+        "the next backward walk into the previous iteration's graph, whose buffers the previous "
+        "backward freed: 'Trying to backward through the graph a second time'. Only kept "
+        "(outputs gathered for metrics), it keeps every batch's activations alive and memory "
+        "grows through the epoch.\n\n"
+        "gradfix adds `.detach()` where the value is carried: on the stored value when nothing "
+        "else reads it in the same iteration, otherwise on the read that starts the next "
+        "iteration, element-wise for `(h, c)` tuples, or through the file's own "
+        "`repackage_hidden`-style helper.\n\n"
+        "Left alone: state re-initialised every iteration, values backpropagated after the loop "
+        "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
+        "meta-learning loops, values already detached or computed under `no_grad`, and values "
+        "whose origin the file does not show."
+    )
+    example_before = (
+        "hidden = torch.zeros(1, batch, 32)\n"
+        "for x, y in batches:\n"
+        "    out, hidden = gru(x, hidden)\n"
+        "    loss = criterion(head(out), y)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    example_after = example_before.replace("gru(x, hidden)", "gru(x, hidden.detach())")
+
+    def may_apply(self, text: str) -> bool:
+        return bool(_STORE_TEXT.search(text) and _EVIDENCE_TEXT.search(text))
+
+    def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
+        reported: set[cst.CSTNode] = set()
+        carries_by_store: dict[cst.CSTNode, list[_Carry]] = {}
+        for carry in _carries(analysis):
+            carries_by_store.setdefault(carry.store, []).append(carry)
+        for store, carries in carries_by_store.items():
+            verdicts = [v for v in (_judge_carry(analysis, c) for c in carries) if v is not None]
+            if verdicts:
+                reported.add(store)
+                yield _carry_finding(store, verdicts)
+        for store in _kept_stores(analysis):
+            finding = _judge_kept(analysis, store)
+            if finding is not None and finding.node not in reported:
+                reported.add(finding.node)
+                yield finding
+
+
+# -- what it detects: carried values --------------------------------------------------------
+@dataclass
+class _Carry:
+    key: str  # `hidden` or `self.hidden`
+    store: cst.BaseSmallStatement  # the assignment that stores the attached value
+    target: cst.BaseExpression  # the stored-to expression inside that assignment
+    loop: Loop | None  # None: a `self` attribute carried across calls of a method
+    carry_reads: list[cst.BaseExpression]  # reads that see the previous iteration's value
+    later_reads: list[cst.BaseExpression]  # reads of this iteration's value after the store
+
+
+def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
+    for node in analysis.index.parents:
+        if not isinstance(node, cst.Assign):
+            continue
+        for assign_target in node.targets:
+            for target in _stored_names(assign_target.target):
+                key = target_key(target)
+                if key is None:
+                    continue
+                carry = _carry_of(analysis, node, target, key)
+                if carry is not None:
+                    yield carry
+
+
+def _stored_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """`x`, `self.x`, and the names inside `out, (h, c)` unpacking."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _stored_names(element.value)
+    elif isinstance(target, (cst.Name, cst.Attribute)):
+        yield target
+
+
+def _carry_of(
+    analysis: FileAnalysis, store: cst.Assign, target: cst.BaseExpression, key: str
+) -> _Carry | None:
+    loops = analysis.enclosing_loops(store)
+    scope = analysis.scope_of(store)
+    reads = _reads(analysis, key, scope, store)
+    if loops:
+        loop: Loop | None = loops[0]
+        reads = [read for read in reads if analysis.contains(loop, read)]
+        stores = [s for s in _stores(analysis, key, scope) if analysis.contains(loop, s)]
+    elif key.startswith("self.") and isinstance(scope, cst.FunctionDef):
+        loop = None
+        if scope.name.value == "__init__":
+            return None
+        stores = [s for s in _stores(analysis, key, scope)]
+    else:
+        return None
+    first_store_end = min(analysis.index.end[s] for s in stores)
+    carry_reads = [r for r in reads if analysis.index.start[r] < first_store_end]
+    if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
+        return None
+    store_end = analysis.index.end[store]
+    later_reads = [r for r in reads if analysis.index.start[r] >= store_end]
+    return _Carry(key, store, target, loop, carry_reads, later_reads)
+
+
+def _reads(
+    analysis: FileAnalysis, key: str, scope: cst.CSTNode, store: cst.CSTNode
+) -> list[cst.BaseExpression]:
+    if key.startswith("self."):
+        info = analysis.class_of(scope)  # type: ignore[arg-type]
+        if info is None:
+            return []
+        found: list[cst.BaseExpression] = [
+            o for o in analysis.self_attribute_occurrences(info.name, key[5:])
+            if analysis.scope_of(o) is scope
+        ]
+    else:
+        found = list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
+    return [r for r in found if is_load(analysis, r) and not _is_method_receiver(analysis, r)]
+
+
+def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CSTNode]:
+    """Statements in `scope` that rebind `key`, or detach it in place."""
+    stores: list[cst.CSTNode] = []
+    if key.startswith("self."):
+        info = analysis.class_of(scope)  # type: ignore[arg-type]
+        occurrences: list[cst.CSTNode] = (
+            [o for o in analysis.self_attribute_occurrences(info.name, key[5:])
+             if analysis.scope_of(o) is scope]
+            if info is not None else []
+        )
+    else:
+        occurrences = list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
+    for occurrence in occurrences:
+        statement = analysis.statement_of(occurrence)
+        if statement is None:
+            continue
+        if not is_load(analysis, occurrence) or _detaches_in_place(analysis, statement):
+            stores.append(statement)
+    return stores
+
+
+def _is_method_receiver(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
+    """`h.detach_()`, `h.zero_()`: in-place calls, not reads that carry the value on."""
+    parent = analysis.parent(read)
+    return (
+        isinstance(parent, cst.Attribute)
+        and parent.value is read
+        and parent.attr.value.endswith("_")
+        and isinstance(analysis.parent(parent), cst.Call)
+    )
+
+
+def _detaches_in_place(analysis: FileAnalysis, statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call) and (
+        isinstance(statement.value.func, cst.Attribute)
+        and statement.value.func.attr.value == "detach_"
+    )
+
+
+# -- when it is safe: carried values --------------------------------------------------------
+@dataclass
+class _CarryVerdict:
+    key: str
+    why: str
+    reused_by_backward: bool
+    tier: Tier
+    replacements: dict[cst.CSTNode, cst.CSTNode]
+    shown: str  # the detached read or store, for the message
+
+
+def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
+    stored = analysis.value_of(carry.store.value)
+    if stored.grad is not Grad.ATTACHED and stored.element is not Grad.ATTACHED:
+        return None
+    if stored.loss and stored.scalar:
+        return None  # a loss carried as a number is GF001's
+    reused_by_backward = False
+    for read in carry.carry_reads:
+        flow = follow_expression(analysis, read)
+        inside = [c for c in flow.backward_calls if _inside(analysis, carry, c)]
+        if any(_keeps_graph(call) for call in flow.backward_calls):
+            return None  # retain_graph / create_graph: the user keeps the graph on purpose
+        if flow.backward_calls and not inside:
+            return None  # backpropagated after the loop on purpose (full BPTT)
+        reused_by_backward = reused_by_backward or bool(inside)
+    if not reused_by_backward and not _feeds_back(analysis, carry):
+        return None  # read once more, then dropped: no error and no growth
+    why = stored.evidence or "it is computed from graph-attached values"
+    edit = _carry_edit(analysis, carry)
+    if edit is None:
+        return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
+    tier = Tier.SAFE if _repeats_with_backward(analysis, carry) else Tier.UNSAFE
+    return _CarryVerdict(carry.key, why, reused_by_backward, tier, *edit)
+
+
+def _carry_finding(store: cst.CSTNode, verdicts: list[_CarryVerdict]) -> RuleFinding:
+    names = " and ".join(f"`{v.key}`" for v in verdicts)
+    carries = "carries a graph-attached value" if len(verdicts) == 1 else "carry graph-attached values"
+    if any(v.reused_by_backward for v in verdicts):
+        symptom = (
+            "the next iteration reads it into a forward whose backward then reaches the "
+            "previous iteration's freed graph ('Trying to backward through the graph a second "
+            "time')"
+        )
+    else:
+        symptom = "each new value references the previous one's graph, so memory grows"
+    message = f"{names} {carries} ({verdicts[0].why}) from one iteration into the next: {symptom}."
+    if any(v.tier is Tier.REPORT for v in verdicts):
+        first = verdicts[0].key
+        message += (
+            f" Detach it at the top of each iteration (`{first} = {first}.detach()`, "
+            "element-wise for tuples); gradfix cannot place that edit here."
+        )
+        return RuleFinding(store, message, Tier.REPORT)
+    shown = ", ".join(f"`{v.shown}`" for v in verdicts)
+    message += f" Detach where it is carried: {shown}."
+    replacements = {k: v for verdict in verdicts for k, v in verdict.replacements.items()}
+    if any(v.tier is Tier.UNSAFE for v in verdicts):
+        message += (
+            " Unsafe: gradfix cannot see a loop that calls this with a backward between "
+            "calls; check no caller backpropagates across calls on purpose."
+        )
+        return RuleFinding(store, message, Tier.UNSAFE, replacements)
+    return RuleFinding(store, message, Tier.SAFE, replacements)
+
+
+def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
+    if carry.loop is not None:
+        return analysis.contains(carry.loop, node)
+    return analysis.scope_of(node) is analysis.scope_of(carry.store) or _called_per_step(
+        analysis, carry)
+
+
+def _keeps_graph(call: cst.Call) -> bool:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in ("retain_graph", "create_graph"):
+            return not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None"))
+    return False
+
+
+def _feeds_back(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether the stored value is computed from the carried one (a recurrence, an EMA)."""
+    return any(analysis.contains(carry.store, read) for read in carry.carry_reads) or any(
+        _mentions_key(analysis, carry, read) for read in carry.carry_reads
+    )
+
+
+def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> bool:
+    """Whether `read` flows, through assignments in the loop, into the carried store."""
+    node: cst.CSTNode = read
+    for _ in range(8):
+        statement = analysis.statement_of(node)
+        if statement is None or not isinstance(statement, cst.Assign):
+            return False
+        if statement is carry.store:
+            return True
+        names = [t.target for t in statement.targets if isinstance(t.target, cst.Name)]
+        if len(names) != 1:
+            return False
+        later = [
+            o for o in analysis.occurrences(names[0].value, analysis.scope_of(statement))
+            if is_load(analysis, o) and analysis.index.start[o] > analysis.index.end[statement]
+            and analysis.contains(carry.store, o)
+        ]
+        if not later:
+            return False
+        node = later[0]
+    return False
+
+
+def _repeats_with_backward(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether the code shows the carrying code running again after a backward."""
+    if carry.loop is not None:
+        return True
+    scope = analysis.scope_of(carry.store)
+    if any(analysis.scope_of(call) is scope for call in _backward_calls(analysis)):
+        return True  # a training step method: each call ends in a backward
+    return _called_per_step(analysis, carry)
+
+
+def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether an instance of the carrying class is called in a loop that runs backward."""
+    backward_loops = {
+        loop for call in _backward_calls(analysis) for loop in analysis.enclosing_loops(call)
+    }
+    return any(
+        analysis.contains(loop, call)
+        for call in analysis.module_calls(analysis.class_of(analysis.scope_of(carry.store)))
+        for loop in backward_loops
+    )
+
+
+def _backward_calls(analysis: FileAnalysis) -> list[cst.Call]:
+    return [
+        call for call in analysis.index.calls_by_name.get("backward", [])
+        if isinstance(call.func, cst.Attribute)
+    ]
+
+
+# -- how it rewrites: carried values --------------------------------------------------------
+def _carry_edit(
+    analysis: FileAnalysis, carry: _Carry
+) -> tuple[dict[cst.CSTNode, cst.CSTNode], str] | None:
+    store = carry.store
+    if _is_update_of_itself(carry) and isinstance(store.value, cst.BinaryOperation):
+        atoms = _attached_atoms(analysis, store.value, carry.key)
+        if atoms:  # an EMA / running statistic: keep the update out of the graph
+            return {a: _detached(a) for a in atoms}, _code(analysis, _detached(atoms[0]))
+    if not carry.later_reads and carry.target is store.targets[0].target and (
+        analysis.value_of(store.value).kind is Kind.TENSOR
+    ):
+        atoms = _attached_atoms(analysis, store.value, carry.key)
+        if len(atoms) == 1 and atoms[0] is store.value:
+            return {store.value: _detached(store.value)}, _code(analysis, _detached(store.value))
+    reads = [r for r in carry.carry_reads if not _in_nested_loop(analysis, carry, r)]
+    if len(reads) != len(carry.carry_reads):
+        return None  # read inside an inner loop: only the first inner iteration carries
+    state = _state_shape(analysis, carry)
+    if state is None:
+        return None
+    helper = _detach_helper(analysis)
+    replacements: dict[cst.CSTNode, cst.CSTNode] = {}
+    for read in reads:
+        if helper is not None:
+            replacements[read] = cst.Call(func=cst.Name(helper), args=[cst.Arg(read)])
+        elif state is Kind.TENSOR:
+            replacements[read] = _detached(read)
+        else:
+            replacements[read] = _detached_tuple(read)
+    first = replacements[reads[0]]
+    return replacements, _code(analysis, first)
+
+
+def _is_update_of_itself(carry: _Carry) -> bool:
+    return any(
+        isinstance(read, (cst.Name, cst.Attribute))
+        and _is_arithmetic_operand(carry.store.value, read)
+        for read in carry.carry_reads
+    )
+
+
+def _is_arithmetic_operand(expression: cst.BaseExpression, read: cst.CSTNode) -> bool:
+    if expression is read:
+        return True
+    if isinstance(expression, cst.BinaryOperation):
+        return _is_arithmetic_operand(expression.left, read) or _is_arithmetic_operand(
+            expression.right, read
+        )
+    if isinstance(expression, cst.UnaryOperation):
+        return _is_arithmetic_operand(expression.expression, read)
+    return False
+
+
+def _attached_atoms(
+    analysis: FileAnalysis, expression: cst.BaseExpression, key: str
+) -> list[cst.BaseExpression]:
+    """The graph-attached operands of an arithmetic expression, other than `key` itself."""
+    if target_key(expression) == key:
+        return []
+    if isinstance(expression, cst.BinaryOperation) and not expression.lpar:
+        return _attached_atoms(analysis, expression.left, key) + _attached_atoms(
+            analysis, expression.right, key
+        )
+    if isinstance(expression, cst.UnaryOperation) and not expression.lpar:
+        return _attached_atoms(analysis, expression.expression, key)
+    if (isinstance(expression, _ATOMS) or getattr(expression, "lpar", ())) and (
+        analysis.value_of(expression).grad is Grad.ATTACHED
+    ):
+        return [expression]
+    return []
+
+
+def _state_shape(analysis: FileAnalysis, carry: _Carry) -> Kind | None:
+    """TENSOR or TUPLE when the carried value's structure is known, else None."""
+    store = carry.store
+    target = store.targets[0].target
+    value = analysis.value_of(store.value)
+    if carry.target is target:
+        return Kind.TENSOR if value.kind is Kind.TENSOR else None
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(store.value, cst.Call):
+        elements = [e.value for e in target.elements]
+        if carry.target in elements:
+            position = elements.index(carry.target)
+            module = analysis.value_of(store.value.func).cls
+            if position == 1 and module in _TUPLE_STATE_MODULES:
+                return Kind.TUPLE
+            if position == 1 and module in _TENSOR_STATE_MODULES:
+                return Kind.TENSOR
+            return None
+        return Kind.TENSOR  # an element of a nested `(h, c)` unpacking: one tensor
+    return None
+
+
+def _detach_helper(analysis: FileAnalysis) -> str | None:
+    """A function of this file that returns its argument detached (`repackage_hidden`)."""
+    for name, function in analysis.index.functions.items():
+        params = function.params.params
+        if len(params) != 1:
+            continue
+        param = params[0].name.value
+        for occurrence in analysis.occurrences(param, function):
+            parent = analysis.parent(occurrence)
+            if (
+                isinstance(parent, cst.Attribute)
+                and parent.attr.value == "detach"
+                and isinstance(analysis.parent(analysis.parent(parent) or parent), cst.Return)
+            ):
+                return name
+    return None
+
+
+def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> bool:
+    loops = analysis.enclosing_loops(read)
+    return bool(loops) and loops[0] is not carry.loop
+
+
+# -- what it detects and when it is safe: kept values ----------------------------------------
+@dataclass
+class _KeptStore:
+    statement: cst.BaseSmallStatement
+    container: cst.BaseExpression  # what outlives the loop
+    operand: cst.BaseExpression  # the stored value
+    loop: Loop
+
+
+def _kept_stores(analysis: FileAnalysis) -> Iterator[_KeptStore]:
+    for node in analysis.index.parents:
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            func = node.value.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _GROWING_METHODS
+                and node.value.args
+            ):
+                store = _kept_store(analysis, node, func.value, node.value.args[-1].value)
+                if store is not None:
+                    yield store
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Subscript) and not _constant_index(target):
+                store = _kept_store(analysis, node, target.value, node.value)
+                if store is not None:
+                    yield store
+
+
+def _kept_store(
+    analysis: FileAnalysis,
+    statement: cst.BaseSmallStatement,
+    container: cst.BaseExpression,
+    operand: cst.BaseExpression,
+) -> _KeptStore | None:
+    key = target_key(container)
+    loops = analysis.enclosing_loops(statement)
+    if key is None or not loops:
+        return None
+    for loop in loops:
+        if key in analysis.loop_entry(loop) or key.startswith("self."):
+            return _KeptStore(statement, container, operand, loop)
+    return None
+
+
+def _constant_index(target: cst.Subscript) -> bool:
+    return all(
+        isinstance(element.slice, cst.Index)
+        and isinstance(element.slice.value, (cst.SimpleString, cst.Integer))
+        for element in target.slice
+    )
+
+
+def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None:
+    value = analysis.value_of(store.operand)
+    if value.grad is not Grad.ATTACHED or value.loss or value.scalar:
+        return None  # unproven, or a loss/scalar: GF001's
+    if value.kind is not Kind.TENSOR:
+        return None  # a tuple or structure: `.detach()` would not apply
+    flow = follow_target(analysis, store.container)
+    if any(_keeps_graph(call) for call in flow.backward_calls):
+        return None
+    reused = [c for c in flow.backward_calls if analysis.contains(store.loop, c)]
+    if flow.backward_calls and not reused:
+        return None  # differentiated after the loop on purpose (full BPTT, stacked loss)
+    container = _code(analysis, store.container)
+    operand = _code(analysis, store.operand)
+    why = value.evidence or "it is computed from graph-attached values"
+    if reused:
+        symptom = ("a later iteration reads it back into a backward, after the previous "
+                   "backward freed its graph ('Trying to backward through the graph a second "
+                   "time')")
+    else:
+        symptom = "each stored tensor keeps its whole graph, so memory grows with every batch"
+    message = (
+        f"`{container}` keeps `{operand}`, which is graph-attached ({why}), across loop "
+        f"iterations: {symptom}. Store `{operand}.detach()` instead."
+    )
+    tier = Tier.SAFE
+    if flow.uses & {Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}:
+        tier = Tier.UNSAFE
+        message += (" Unsafe: the stored tensors reach code outside this file; check it does "
+                    "not backpropagate through them.")
+    if not isinstance(store.operand, _ATOMS):
+        return RuleFinding(store.statement, message, Tier.REPORT)
+    return RuleFinding(store.statement, message, tier, {store.operand: _detached(store.operand)})
+
+
+# -- shared helpers --------------------------------------------------------------------------
+def _detached(expression: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=expression, attr=cst.Name("detach")))
+
+
+def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:
+    """`tuple(s.detach() for s in hidden)`: element-wise for an `(h, c)` state."""
+    element = cst.Name("s")
+    return cst.Call(
+        func=cst.Name("tuple"),
+        args=[cst.Arg(cst.GeneratorExp(
+            elt=_detached(element),
+            for_in=cst.CompFor(target=element, iter=expression),
+        ))],
+    )
+
+
+def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:
+    return analysis.module.code_for_node(node).strip()

@@ -1,0 +1,171 @@
+"""Expand the PATHS given on the command line into the Python files to process.
+
+Directories are walked in sorted order. Walked entries skip version-control and tool
+directories, virtualenvs, anything a `.gitignore` ignores (nested ones too, each relative to
+its own directory) and anything an exclude pattern matches. A path named explicitly is
+always processed, whatever the defaults say about it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "node_modules",
+        "__pycache__",
+        ".gradfix_cache",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+    }
+)
+
+
+class PathNotFoundError(Exception):
+    """A path given on the command line does not exist."""
+
+
+@dataclass(frozen=True)
+class IgnoreFile:
+    """The patterns of one ignore file (or exclude list), relative to `base`.
+
+    `ignored` answers git's question; `mentioned` is the same patterns with negations turned
+    positive, so a path `mentioned` but not `ignored` was re-included by a `!pattern`, which
+    overrides what the ignore files of parent directories say.
+    """
+
+    base: Path
+    ignored: pathspec.PathSpec
+    mentioned: pathspec.PathSpec
+
+    @classmethod
+    def from_lines(cls, base: Path, lines: Iterable[str]) -> IgnoreFile:
+        lines = [line.rstrip("\r\n") for line in lines]
+        positive = [line[1:] if line.startswith("!") else line for line in lines]
+        return cls(
+            base.resolve(),
+            pathspec.GitIgnoreSpec.from_lines(lines),
+            pathspec.GitIgnoreSpec.from_lines(positive),
+        )
+
+    def rebase(self, base: Path) -> IgnoreFile:
+        return IgnoreFile(base, self.ignored, self.mentioned)
+
+    def decide(self, path: Path, is_dir: bool) -> bool | None:
+        """True: ignored; False: explicitly re-included; None: no pattern applies."""
+        try:
+            rel = path.relative_to(self.base).as_posix()
+        except ValueError:
+            return None
+        if is_dir:
+            rel += "/"
+        if self.ignored.match_file(rel):
+            return True
+        return False if self.mentioned.match_file(rel) else None
+
+
+def _decide(stack: Sequence[IgnoreFile], path: Path, is_dir: bool) -> bool:
+    # The innermost ignore file with an opinion wins, as in git.
+    for ignore_file in reversed(stack):
+        decision = ignore_file.decide(path, is_dir)
+        if decision is not None:
+            return decision
+    return False
+
+
+def _read_gitignore(directory: Path) -> IgnoreFile | None:
+    gitignore = directory / ".gitignore"
+    try:
+        text = gitignore.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return IgnoreFile.from_lines(directory, text.splitlines())
+
+
+def _parent_gitignores(directory: Path) -> list[IgnoreFile]:
+    """The .gitignore files of the (resolved) `directory`'s parents, outermost first, up to
+    the root of the git work tree it lies in; none when it is not in one."""
+    parents = list(directory.parents)
+    for depth, parent in enumerate(parents):
+        if (parent / ".git").exists():
+            found = (_read_gitignore(p) for p in reversed(parents[: depth + 1]))
+            return [ignore_file for ignore_file in found if ignore_file is not None]
+    return []
+
+
+def _is_virtualenv(directory: Path) -> bool:
+    return (directory / "pyvenv.cfg").is_file()
+
+
+def _walk(
+    directory: Path, real: Path, stack: list[IgnoreFile], excludes: Sequence[IgnoreFile]
+) -> Iterator[Path]:
+    """Yield the files under `directory` (as given); `real` is its resolved path, which the
+    ignore patterns are matched against."""
+    own = _read_gitignore(real)
+    if own is not None:
+        stack = [*stack, own]
+    try:
+        entries = sorted(os.scandir(real), key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        real_path = real / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if (
+                entry.name in SKIPPED_DIRS
+                or _is_virtualenv(real_path)
+                or _decide(stack, real_path, is_dir=True)
+                or _decide(excludes, real_path, is_dir=True)
+            ):
+                continue
+            yield from _walk(directory / entry.name, real_path, stack, excludes)
+        elif (
+            entry.name.endswith(".py")
+            and entry.is_file()
+            and not _decide(stack, real_path, is_dir=False)
+            and not _decide(excludes, real_path, is_dir=False)
+        ):
+            yield directory / entry.name
+
+
+def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> list[Path]:
+    """The files to process under `paths`, in a deterministic order, each once.
+
+    A file named in `paths` is always included; directories are walked. Raises
+    PathNotFoundError for a path that does not exist.
+    """
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            real = path.resolve()
+            # Exclude patterns are relative to where they were given; a directory outside
+            # that place gets them relative to itself.
+            rebased = [e if real.is_relative_to(e.base) else e.rebase(real) for e in excludes]
+            found: Iterable[Path] = _walk(path, real, _parent_gitignores(real), rebased)
+        elif path.exists():
+            found = [path]
+        else:
+            raise PathNotFoundError(f"{path}: no such file or directory")
+        for file in found:
+            key = file.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(file)
+    return files
