@@ -184,6 +184,12 @@ class FileAnalysis:
         return lookup
 
     def _interpret_all(self) -> None:
+        # Constructors first, so that `self.rnn` is known to be a GRU wherever a forward is
+        # followed; they run again below with the arguments their callers pass.
+        for info in self.index.classes.values():
+            if "__init__" in info.methods:
+                init = info.methods["__init__"]
+                self._interpret_scope(init, self._parameter_env(init), True)
         self._interpret_scope(self.module, {}, True)
         for function in self._callers_first():
             self._interpret_scope(
@@ -204,9 +210,11 @@ class FileAnalysis:
         info = self.class_of(scope)
         if info is not None:
             class_env = self._class_env.setdefault(info.name, {})
+            constructor = isinstance(scope, cst.FunctionDef) and scope.name.value == "__init__"
             for key, value in facts.final_env.items():
                 if key.startswith("self."):
-                    class_env[key] = class_env[key].join(value) if key in class_env else value
+                    known = class_env.get(key)
+                    class_env[key] = value if known is None or constructor else known.join(value)
 
     def _callers_first(self) -> list[cst.FunctionDef]:
         """Functions ordered so that, cycles aside, every caller comes before its callees;

@@ -230,8 +230,11 @@ class Interpreter:
             env[key] = value
         elif isinstance(target, (cst.Tuple, cst.List)):
             part = Value(value.element if value.element is not None else value.grad)
-            for element in target.elements:
-                env = self.bind(element.value, part, env)
+            parts = value.parts
+            if parts is None or len(parts) != len(target.elements):
+                parts = tuple(part for _ in target.elements)
+            for element, element_value in zip(target.elements, parts, strict=True):
+                env = self.bind(element.value, element_value, env)
         elif isinstance(target, cst.StarredElement):
             env = self.bind(target.value, UNKNOWN, env)
         elif isinstance(target, cst.Subscript):
@@ -273,12 +276,15 @@ class Interpreter:
         if isinstance(node, cst.IfExp):
             return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))
         if isinstance(node, (cst.List, cst.Tuple)):
+            items = [self.value(item.value, env, grad) for item in node.elements]
             element: Grad | None = None
-            for item in node.elements:
-                grad_of = self.value(item.value, env, grad).grad
-                element = grad_of if element is None else element.join(grad_of)
-            kind = Kind.LIST if isinstance(node, cst.List) else Kind.TUPLE
-            return Value(Grad.FREE, kind, element=element)
+            for item in items:
+                element = item.grad if element is None else element.join(item.grad)
+            if isinstance(node, cst.List):
+                return Value(Grad.FREE, Kind.LIST, element=element)
+            starred = any(isinstance(item, cst.StarredElement) for item in node.elements)
+            parts = None if starred else tuple(items)
+            return Value(Grad.FREE, Kind.TUPLE, element=element, parts=parts)
         if isinstance(node, cst.Dict):
             element = None
             for entry in node.elements:
@@ -354,9 +360,14 @@ class Interpreter:
                 self.tensor_result(Grad.ATTACHED, grad),
                 evidence="it is the output of a module call",
             )
+            if callee.cls in torch_api.RECURRENT_MODULES:
+                state = output
+                if torch_api.RECURRENT_MODULES[callee.cls] == 2:
+                    state = Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output,) * 2)
+                return Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output, state))
             forward = self.call_value(node, callee, args, grad, "forward")
             if forward is not None and forward.kind is Kind.TUPLE:
-                return replace(output, kind=Kind.TUPLE, element=output.grad)
+                return replace(forward, element=forward.element or output.grad)
             return output
         if callee.kind is Kind.PASSTHROUGH:
             return self.tensor_result(_joined_grad(args), grad)

@@ -85,6 +85,10 @@ PARAMETERLESS_MODULES = frozenset(
     ]
 )
 
+# Recurrent modules return `(output, state)`; the state is one tensor, or `(h, c)` for LSTM:
+# the number of tensors in the state.
+RECURRENT_MODULES = {"torch.nn.GRU": 1, "torch.nn.RNN": 1, "torch.nn.LSTM": 2}
+
 # Tensor methods whose result stays in the graph of the tensor they are called on.
 GRAPH_KEEPING_METHODS = frozenset(
     [

@@ -65,6 +65,7 @@ class Value:
     scalar: bool = False  # proven to hold one element (so `.item()` works)
     cls: str | None = None  # the class (OBJECT) or function (FUNCTION) name
     element: Grad | None = None  # for containers: what their elements are
+    parts: tuple[Value, ...] | None = None  # for tuples of known length: each element
     evidence: str = ""  # why it is attached, for messages
     reduction_none: bool = False  # a criterion built with reduction='none'
     loss: bool = False  # a loss, or computed from one: what GF001 (not GF002) is about
@@ -75,7 +76,15 @@ class Value:
         element = None
         if self.element is not None and other.element is not None:
             element = self.element.join(other.element)
+        parts = None
+        if (
+            self.parts is not None
+            and other.parts is not None
+            and len(self.parts) == len(other.parts)
+        ):
+            parts = tuple(a.join(b) for a, b in zip(self.parts, other.parts, strict=True))
         return Value(
+            parts=parts,
             grad=self.grad.join(other.grad),
             kind=self.kind if self.kind is other.kind else Kind.UNKNOWN,
             scalar=self.scalar and other.scalar,

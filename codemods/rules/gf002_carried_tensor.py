@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods.analysis import FileAnalysis, Grad, Kind
+from codemods.analysis import FileAnalysis, Grad, Kind, Value
 from codemods.analysis.flows import Use, follow_expression, follow_target, is_load
 from codemods.analysis.interpreter import target_key
 from codemods.findings import Tier
@@ -168,7 +168,8 @@ def _reads(
         if info is None:
             return []
         found: list[cst.BaseExpression] = [
-            o for o in analysis.self_attribute_occurrences(info.name, key[5:])
+            o
+            for o in analysis.self_attribute_occurrences(info.name, key[5:])
             if analysis.scope_of(o) is scope
         ]
     else:
@@ -182,9 +183,13 @@ def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CS
     if key.startswith("self."):
         info = analysis.class_of(scope)  # type: ignore[arg-type]
         occurrences: list[cst.CSTNode] = (
-            [o for o in analysis.self_attribute_occurrences(info.name, key[5:])
-             if analysis.scope_of(o) is scope]
-            if info is not None else []
+            [
+                o
+                for o in analysis.self_attribute_occurrences(info.name, key[5:])
+                if analysis.scope_of(o) is scope
+            ]
+            if info is not None
+            else []
         )
     else:
         occurrences = list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
@@ -209,9 +214,13 @@ def _is_method_receiver(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
 
 
 def _detaches_in_place(analysis: FileAnalysis, statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call) and (
-        isinstance(statement.value.func, cst.Attribute)
-        and statement.value.func.attr.value == "detach_"
+    return (
+        isinstance(statement, cst.Expr)
+        and isinstance(statement.value, cst.Call)
+        and (
+            isinstance(statement.value.func, cst.Attribute)
+            and statement.value.func.attr.value == "detach_"
+        )
     )
 
 
@@ -227,7 +236,7 @@ class _CarryVerdict:
 
 
 def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
-    stored = analysis.value_of(carry.store.value)
+    stored = _stored_value(analysis, carry)
     if stored.grad is not Grad.ATTACHED and stored.element is not Grad.ATTACHED:
         return None
     if stored.loss and stored.scalar:
@@ -253,7 +262,9 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
 
 def _carry_finding(store: cst.CSTNode, verdicts: list[_CarryVerdict]) -> RuleFinding:
     names = " and ".join(f"`{v.key}`" for v in verdicts)
-    carries = "carries a graph-attached value" if len(verdicts) == 1 else "carry graph-attached values"
+    carries = (
+        "carries a graph-attached value" if len(verdicts) == 1 else "carry graph-attached values"
+    )
     if any(v.reused_by_backward for v in verdicts):
         symptom = (
             "the next iteration reads it into a forward whose backward then reaches the "
@@ -286,7 +297,8 @@ def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
     if carry.loop is not None:
         return analysis.contains(carry.loop, node)
     return analysis.scope_of(node) is analysis.scope_of(carry.store) or _called_per_step(
-        analysis, carry)
+        analysis, carry
+    )
 
 
 def _keeps_graph(call: cst.Call) -> bool:
@@ -316,8 +328,10 @@ def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> b
         if len(names) != 1:
             return False
         later = [
-            o for o in analysis.occurrences(names[0].value, analysis.scope_of(statement))
-            if is_load(analysis, o) and analysis.index.start[o] > analysis.index.end[statement]
+            o
+            for o in analysis.occurrences(names[0].value, analysis.scope_of(statement))
+            if is_load(analysis, o)
+            and analysis.index.start[o] > analysis.index.end[statement]
             and analysis.contains(carry.store, o)
         ]
         if not later:
@@ -350,7 +364,8 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
 
 def _backward_calls(analysis: FileAnalysis) -> list[cst.Call]:
     return [
-        call for call in analysis.index.calls_by_name.get("backward", [])
+        call
+        for call in analysis.index.calls_by_name.get("backward", [])
         if isinstance(call.func, cst.Attribute)
     ]
 
@@ -364,8 +379,10 @@ def _carry_edit(
         atoms = _attached_atoms(analysis, store.value, carry.key)
         if atoms:  # an EMA / running statistic: keep the update out of the graph
             return {a: _detached(a) for a in atoms}, _code(analysis, _detached(atoms[0]))
-    if not carry.later_reads and carry.target is store.targets[0].target and (
-        analysis.value_of(store.value).kind is Kind.TENSOR
+    if (
+        not carry.later_reads
+        and carry.target is store.targets[0].target
+        and (_stored_value(analysis, carry).kind is Kind.TENSOR)
     ):
         atoms = _attached_atoms(analysis, store.value, carry.key)
         if len(atoms) == 1 and atoms[0] is store.value:
@@ -430,22 +447,30 @@ def _attached_atoms(
 
 def _state_shape(analysis: FileAnalysis, carry: _Carry) -> Kind | None:
     """TENSOR or TUPLE when the carried value's structure is known, else None."""
-    store = carry.store
-    target = store.targets[0].target
-    value = analysis.value_of(store.value)
-    if carry.target is target:
-        return Kind.TENSOR if value.kind is Kind.TENSOR else None
-    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(store.value, cst.Call):
-        elements = [e.value for e in target.elements]
-        if carry.target in elements:
-            position = elements.index(carry.target)
-            module = analysis.value_of(store.value.func).cls
-            if position == 1 and module in _TUPLE_STATE_MODULES:
-                return Kind.TUPLE
-            if position == 1 and module in _TENSOR_STATE_MODULES:
-                return Kind.TENSOR
-            return None
-        return Kind.TENSOR  # an element of a nested `(h, c)` unpacking: one tensor
+    kind = _stored_value(analysis, carry).kind
+    return kind if kind in (Kind.TENSOR, Kind.TUPLE) else None
+
+
+def _stored_value(analysis: FileAnalysis, carry: _Carry) -> Value:
+    """What the store puts into the carried target, through tuple unpacking."""
+    value = analysis.value_of(carry.store.value)
+    path = _path_to(carry.store.targets[0].target, carry.target)
+    for position in path or ():
+        if value.parts is None or position >= len(value.parts):
+            return Value(value.element or Grad.UNKNOWN)
+        value = value.parts[position]
+    return value
+
+
+def _path_to(target: cst.BaseExpression, wanted: cst.BaseExpression) -> list[int] | None:
+    """Positions leading from an unpacking target to one of its names."""
+    if target is wanted:
+        return []
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for position, element in enumerate(target.elements):
+            inner = _path_to(element.value, wanted)
+            if inner is not None:
+                return [position, *inner]
     return None
 
 
@@ -541,9 +566,11 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
     operand = _code(analysis, store.operand)
     why = value.evidence or "it is computed from graph-attached values"
     if reused:
-        symptom = ("a later iteration reads it back into a backward, after the previous "
-                   "backward freed its graph ('Trying to backward through the graph a second "
-                   "time')")
+        symptom = (
+            "a later iteration reads it back into a backward, after the previous "
+            "backward freed its graph ('Trying to backward through the graph a second "
+            "time')"
+        )
     else:
         symptom = "each stored tensor keeps its whole graph, so memory grows with every batch"
     message = (
@@ -553,8 +580,10 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
     tier = Tier.SAFE
     if flow.uses & {Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}:
         tier = Tier.UNSAFE
-        message += (" Unsafe: the stored tensors reach code outside this file; check it does "
-                    "not backpropagate through them.")
+        message += (
+            " Unsafe: the stored tensors reach code outside this file; check it does "
+            "not backpropagate through them."
+        )
     if not isinstance(store.operand, _ATOMS):
         return RuleFinding(store.statement, message, Tier.REPORT)
     return RuleFinding(store.statement, message, tier, {store.operand: _detached(store.operand)})
@@ -570,10 +599,14 @@ def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:
     element = cst.Name("s")
     return cst.Call(
         func=cst.Name("tuple"),
-        args=[cst.Arg(cst.GeneratorExp(
-            elt=_detached(element),
-            for_in=cst.CompFor(target=element, iter=expression),
-        ))],
+        args=[
+            cst.Arg(
+                cst.GeneratorExp(
+                    elt=_detached(element),
+                    for_in=cst.CompFor(target=element, iter=expression),
+                )
+            )
+        ],
     )
 
 

@@ -1,0 +1,242 @@
+"""Reaching bindings: for each statement of a scope, which bindings of each name (`x`, or
+`self.x` inside methods) may have produced the value it holds there.
+
+A classic reaching-definitions pass over the syntax tree, run in program order: a binding
+kills the earlier ones of the same name, branches join by union, and loop bodies run until
+nothing changes, so a binding made later in a loop body also reaches the top of the body (it
+is carried from the previous iteration; `ScopeBindings.carried` tells those apart). Control
+flow that leaves early (`return`, `break`, `continue`, `raise`) is not modelled, which only
+ever adds bindings that cannot reach: the sets over-approximate, never miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import libcst as cst
+
+from codemods.analysis.interpreter import target_key
+
+ReachingEnv = dict[str, frozenset["Binding"]]
+
+
+class BindingKind(Enum):
+    ASSIGN = "assign"  # `x = value`, `x: T = value`, `(x := value)`, `a, b = value`
+    AUGMENTED = "augmented"  # `x += value`: the new value is the operator on old and value
+    LOOP_TARGET = "loop target"  # `for x in value`: value is the iterable
+    PARAMETER = "parameter"  # a parameter of the function
+    OTHER = "other"  # with-as, except-as, import, def, class, del, global: not followed
+
+
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """One place that binds a name. Compared by identity: one object per binding site."""
+
+    key: str  # the name, or `self.<attribute>`
+    kind: BindingKind
+    statement: cst.CSTNode  # the binding statement (the `For` for a loop target)
+    target: cst.CSTNode  # the bound Name/Attribute (the Param for a parameter)
+    value: cst.BaseExpression | None = None  # the assigned expression or iterable
+    # where the name sits in a destructuring target: `a, (b, c) = v` binds `c` at (1, 1)
+    path: tuple[int, ...] = ()
+
+
+@dataclass
+class ScopeBindings:
+    """The reaching bindings of one scope, keyed by statement (the statement nodes
+    `FileAnalysis.statement_of` returns: small statements and compound statements)."""
+
+    before: dict[cst.CSTNode, ReachingEnv] = field(default_factory=dict)
+    order: dict[cst.CSTNode, int] = field(default_factory=dict)  # program order of statements
+    final: ReachingEnv = field(default_factory=dict)  # what reaches the end of the scope
+
+    def reaching(self, key: str, statement: cst.CSTNode) -> frozenset[Binding] | None:
+        """The bindings of `key` that may reach `statement`; None when the statement is not
+        one of this scope's, empty when nothing in the scope binds `key` before it."""
+        env = self.before.get(statement)
+        if env is None:
+            return None
+        return env.get(key, frozenset())
+
+    def carried(self, binding: Binding, statement: cst.CSTNode) -> bool:
+        """Whether `binding` can reach `statement` only around a loop's back edge: it does not
+        come before `statement` in program order, so it was made by a previous iteration."""
+        return self.order.get(binding.statement, -1) >= self.order.get(statement, -1)
+
+
+def scope_bindings(scope: cst.Module | cst.FunctionDef) -> ScopeBindings:
+    walker = _Walker()
+    env: ReachingEnv = {}
+    if isinstance(scope, cst.FunctionDef):
+        params = scope.params
+        every = [
+            *params.posonly_params,
+            *params.params,
+            *params.kwonly_params,
+            *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)),
+        ]
+        for param in every:
+            binding = walker.binding(param, param.name.value, BindingKind.PARAMETER, scope)
+            env[param.name.value] = frozenset({binding})
+        body: Sequence[cst.CSTNode] = scope.body.body
+    else:
+        body = scope.body
+    walker.result.final = walker.block(body, env)
+    return walker.result
+
+
+def _join(left: ReachingEnv, right: ReachingEnv) -> ReachingEnv:
+    joined = dict(left)
+    for key, bindings in right.items():
+        joined[key] = joined.get(key, frozenset()) | bindings
+    return joined
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.result = ScopeBindings()
+        self._bindings: dict[tuple[int, str, BindingKind], Binding] = {}
+
+    def binding(
+        self,
+        target: cst.CSTNode,
+        key: str,
+        kind: BindingKind,
+        statement: cst.CSTNode,
+        value: cst.BaseExpression | None = None,
+        path: tuple[int, ...] = (),
+    ) -> Binding:
+        """The one Binding object for this site, so that loop passes reach a fixpoint."""
+        memo = (id(target), key, kind)
+        if memo not in self._bindings:
+            self._bindings[memo] = Binding(key, kind, statement, target, value, path)
+        return self._bindings[memo]
+
+    def block(self, statements: Sequence[cst.CSTNode], env: ReachingEnv) -> ReachingEnv:
+        for statement in statements:
+            env = self.statement(statement, env)
+        return env
+
+    def statement(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
+        self.result.before[node] = env
+        self.result.order.setdefault(node, len(self.result.order))
+        if isinstance(node, cst.SimpleStatementLine):
+            return self.block(node.body, env)
+        if isinstance(node, cst.If):
+            taken = self.block(node.body.body, env)
+            other = self.statement(node.orelse, env) if node.orelse is not None else env
+            return _join(taken, other)
+        if isinstance(node, cst.Else):
+            return self.block(node.body.body, env)
+        if isinstance(node, (cst.For, cst.While)):
+            return self.loop(node, env)
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    env = self.bind(item.asname.name, None, BindingKind.OTHER, node, env)
+            return self.block(node.body.body, env)
+        if isinstance(node, cst.Try):
+            return self.try_statement(node, env)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return self.bind(node.name, None, BindingKind.OTHER, node, env)
+        env = self.small_statement(node, env)
+        return self.walrus_bindings(node, env)
+
+    def small_statement(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                env = self.bind(target.target, node.value, BindingKind.ASSIGN, node, env)
+            return env
+        if isinstance(node, cst.AnnAssign) and node.value is not None:
+            return self.bind(node.target, node.value, BindingKind.ASSIGN, node, env)
+        if isinstance(node, cst.AugAssign):
+            return self.bind(node.target, node.value, BindingKind.AUGMENTED, node, env)
+        if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(
+            node.names, cst.ImportStar
+        ):
+            for alias in node.names:
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                while isinstance(bound, cst.Attribute):  # `import a.b` binds `a`
+                    bound = bound.value
+                env = self.bind(bound, None, BindingKind.OTHER, node, env)
+            return env
+        if isinstance(node, cst.Del):
+            return self.bind(node.target, None, BindingKind.OTHER, node, env)
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            for item in node.names:
+                env = self.bind(item.name, None, BindingKind.OTHER, node, env)
+        return env
+
+    def loop(self, node: cst.For | cst.While, env: ReachingEnv) -> ReachingEnv:
+        current = env
+        while True:
+            start = current
+            if isinstance(node, cst.For):
+                start = self.bind(node.target, node.iter, BindingKind.LOOP_TARGET, node, start)
+            widened = _join(current, self.block(node.body.body, start))
+            if widened == current:
+                break
+            current = widened
+        if node.orelse is not None:
+            current = self.block(node.orelse.body.body, current)
+        return current
+
+    def try_statement(self, node: cst.Try, env: ReachingEnv) -> ReachingEnv:
+        merged = _join(env, self.block(node.body.body, env))
+        for handler in node.handlers:
+            start = merged
+            if handler.name is not None:
+                start = self.bind(handler.name.name, None, BindingKind.OTHER, handler, merged)
+            merged = _join(merged, self.block(handler.body.body, start))
+        if node.orelse is not None:
+            merged = _join(merged, self.block(node.orelse.body.body, merged))
+        if node.finalbody is not None:
+            merged = self.block(node.finalbody.body.body, merged)
+        return merged
+
+    def walrus_bindings(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
+        """`(x := value)` anywhere in a small statement binds `x` (outside comprehensions'
+        own variables, which Python keeps in their own scope)."""
+        finder = _WalrusFinder()
+        node.visit(finder)
+        for walrus in finder.found:
+            env = self.bind(walrus.target, walrus.value, BindingKind.ASSIGN, node, env)
+        return env
+
+    def bind(
+        self,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression | None,
+        kind: BindingKind,
+        statement: cst.CSTNode,
+        env: ReachingEnv,
+        path: tuple[int, ...] = (),
+    ) -> ReachingEnv:
+        key = target_key(target)
+        if key is not None:
+            binding = self.binding(target, key, kind, statement, value, path)
+            return {**env, key: frozenset({binding})}
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for position, element in enumerate(target.elements):
+                if isinstance(element, cst.StarredElement):
+                    env = self.bind(element.value, None, BindingKind.OTHER, statement, env)
+                else:
+                    element_path = (*path, position)
+                    env = self.bind(element.value, value, kind, statement, env, element_path)
+        return env  # stores into `d[k]` or `obj.attr` bind no name
+
+
+class _WalrusFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: list[cst.NamedExpr] = []
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.found.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
