@@ -194,7 +194,7 @@ def _process_chunk(tasks: list[FileTask], mode: Mode, unsafe_fixes: bool) -> lis
     return [process_file(task, mode, unsafe_fixes) for task in tasks]
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
+def pool_context() -> multiprocessing.context.BaseContext:
     # Not "fork": the caller may have threads (torch's, in tests), and forking those can
     # deadlock. A fork server imports the pipeline once and forks ready workers from it.
     if "forkserver" in multiprocessing.get_all_start_methods():
@@ -220,7 +220,7 @@ def run(
 
     size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (workers * 4))))
     chunks = [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as executor:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as executor:
         futures: list[Future[list[FileResult]]] = [
             executor.submit(_process_chunk, chunk, mode, unsafe_fixes) for chunk in chunks
         ]

@@ -13,7 +13,7 @@ import libcst as cst
 from codemods.analysis import torch_api
 from codemods.analysis.imports import import_aliases, qualify
 from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
-from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, target_key
+from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
 
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
@@ -35,6 +35,7 @@ class FileAnalysis:
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
         self._class_env: dict[str, Env] = {}
+        self._backward_by_root = self._index_backward_calls()
         self._interpret_all()
 
     # -- questions rules ask ------------------------------------------------------------
@@ -157,11 +158,53 @@ class FileAnalysis:
         return False
 
     # -- interpretation ---------------------------------------------------------------
+    def is_load(self, node: cst.CSTNode) -> bool:
+        """Whether the name or attribute `node` is read (rather than stored to) there."""
+        child, parent = node, self.parent(node)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+            child, parent = parent, self.parent(parent)
+        if isinstance(parent, (cst.AssignTarget, cst.AsName)):
+            return False
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+            return parent.target is not child
+        return True
+
+    def _index_backward_calls(self) -> dict[str, list[cst.Call]]:
+        """`x.backward(...)` calls by the name of the root they differentiate."""
+        by_root: dict[str, list[cst.Call]] = {}
+        for call in self.index.calls_by_name.get("backward", []):
+            if isinstance(call.func, cst.Attribute):
+                root = backward_root(call.func.value)
+                if root is not None:
+                    by_root.setdefault(root, []).append(call)
+        return by_root
+
+    def _backward_evidence(self, name: str, assignment: cst.CSTNode) -> str | None:
+        """Whether a backward runs on what `assignment` stored into `name`: a call later in
+        the same block, before any rebinding of `name`. "scalar" for a plain `.backward()`
+        (which only works on one-element tensors), "tensor" when a gradient is passed."""
+        calls = self._backward_by_root.get(name)
+        line = self.parent(assignment)
+        block = self.parent(line) if line is not None else None
+        if not calls or block is None:
+            return None
+        start, end = self.index.start, self.index.end
+        scope = self.scope_of(assignment)
+        limit = end[block]
+        for occurrence in self.index.names[scope].get(name, []):
+            if start[occurrence] >= end[assignment] and not self.is_load(occurrence):
+                limit = min(limit, start[occurrence])
+        for call in calls:
+            if end[assignment] <= start[call] < limit and self.contains(block, call):
+                return "tensor" if call.args else "scalar"
+        return None
+
     def _interpreter(self, scope: ScopeNode, grad: bool) -> Interpreter:
         return Interpreter(
             lambda node: qualify(node, self.aliases),
             self._call_value,
             self._global_lookup(scope),
+            self._backward_evidence,
             grad,
         )
 
@@ -257,6 +300,12 @@ class FileAnalysis:
     ) -> Value | None:
         if callee.kind is Kind.CLASS and callee.cls is not None:
             kind = Kind.MODULE if self.is_module_class(callee.cls) else Kind.OBJECT
+            init = self.index.classes[callee.cls].methods.get("__init__")
+            if init is not None and not any(arg.star for arg in node.args):
+                positional = [
+                    value for arg, value in zip(node.args, args, strict=True) if not arg.keyword
+                ]
+                self._call_args.setdefault(init, []).append(positional)
             return Value(Grad.FREE, kind, cls=callee.cls)
         function: cst.FunctionDef | None
         receiver: Value | None = None

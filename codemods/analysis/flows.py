@@ -217,6 +217,8 @@ class _Follower:
         simple = func.value if isinstance(func, cst.Name) else None
         if simple in torch_api.NUMERIC_CONSUMERS or head in ("math", "numpy", "statistics"):
             return set()
+        if isinstance(func, cst.Attribute) and func.attr.value in _MUTATING_METHODS:
+            return self.of_target(func.value, depth + 1)  # `xs.append(v)`: v goes where xs goes
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
@@ -281,15 +283,7 @@ class _Follower:
 
 
 def is_load(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
-    """Whether `node` reads its variable (rather than being stored to)."""
-    child, parent = node, analysis.parent(node)
-    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
-        child, parent = parent, analysis.parent(parent)
-    if isinstance(parent, (cst.AssignTarget, cst.AsName)):
-        return False
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-        return parent.target is not child
-    return True
+    return analysis.is_load(node)
 
 
 class _NameFinder(cst.CSTVisitor):

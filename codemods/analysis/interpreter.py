@@ -63,11 +63,15 @@ class Interpreter:
         # call into this file's functions, classes and methods, or None
         call_value: Callable[[cst.Call, Value, list[Value], bool, str | None], Value | None],
         lookup_global: Callable[[str], Value],
+        # (name, assignment) -> "scalar" / "tensor" when a backward runs on what the
+        # assignment stored, before the name is rebound; None otherwise
+        backward_evidence: Callable[[str, cst.CSTNode], str | None],
         grad_enabled: bool,
     ) -> None:
         self.qualify = qualify
         self.call_value = call_value
         self.lookup_global = lookup_global
+        self.backward_evidence = backward_evidence
         self.initial_grad_enabled = grad_enabled
         self.facts = ScopeFacts()
 
@@ -77,23 +81,21 @@ class Interpreter:
         return self.facts
 
     def block(self, statements: Sequence[cst.CSTNode], env: Env, grad: bool) -> Env:
-        for position, statement in enumerate(statements):
-            env = self.statement(statement, env, grad, statements[position + 1 :])
+        for statement in statements:
+            env = self.statement(statement, env, grad)
         return env
 
     def statement(
-        self, node: cst.CSTNode, env: Env, grad: bool, rest: Sequence[cst.CSTNode]
+        self, node: cst.CSTNode, env: Env, grad: bool
     ) -> Env:
         self.facts.env_before[node] = env
         self.facts.grad_enabled[node] = grad
         if isinstance(node, cst.SimpleStatementLine):
-            smalls = list(node.body)
-            for position, small in enumerate(smalls):
-                following = [*smalls[position + 1 :], *rest]
-                env = self.statement(small, env, grad, following)
+            for small in node.body:
+                env = self.statement(small, env, grad)
             return env
         if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-            return self.assignment(node, env, grad, rest)
+            return self.assignment(node, env, grad)
         if isinstance(node, cst.Expr):
             return self.expression_statement(node.value, env, grad)
         if isinstance(node, cst.Return) and node.value is not None:
@@ -105,7 +107,7 @@ class Interpreter:
             taken = self.block(node.body.body, dict(env), grad)
             if node.orelse is None:
                 return join_envs(env, taken)
-            other = self.statement(node.orelse, dict(env), grad, rest)
+            other = self.statement(node.orelse, dict(env), grad)
             return join_envs(taken, other)
         if isinstance(node, cst.Else):
             return self.block(node.body.body, env, grad)
@@ -176,7 +178,6 @@ class Interpreter:
         node: cst.Assign | cst.AnnAssign | cst.AugAssign,
         env: Env,
         grad: bool,
-        rest: Sequence[cst.CSTNode],
     ) -> Env:
         if isinstance(node, cst.AugAssign):
             current = self.value(node.target, env, grad)
@@ -190,7 +191,7 @@ class Interpreter:
         )
         for target in targets:
             if isinstance(target, cst.Name) and not value.grad.attached:
-                evidence = backward_called_on(target.value, rest)
+                evidence = self.backward_evidence(target.value, node)
                 if evidence:
                     value = replace(
                         value,
@@ -368,6 +369,8 @@ class Interpreter:
             forward = self.call_value(node, callee, args, grad, "forward")
             if forward is not None and forward.kind is Kind.TUPLE:
                 return replace(forward, element=forward.element or output.grad)
+            if forward is not None and forward.grad is Grad.ATTACHED and grad:
+                return replace(output, scalar=forward.scalar, loss=forward.loss)
             return output
         if callee.kind is Kind.PASSTHROUGH:
             return self.tensor_result(_joined_grad(args), grad)
@@ -492,46 +495,7 @@ def _reduction_none(node: cst.Call) -> bool:
     return isinstance(reduction, cst.SimpleString) and reduction.evaluated_value == "none"
 
 
-def backward_called_on(name: str, statements: Sequence[cst.CSTNode]) -> str | None:
-    """Whether `name.backward(...)` runs among `statements` before `name` is rebound:
-    "scalar" for a plain `.backward()` (which only works on one-element tensors), "tensor"
-    for a backward with a gradient argument, None when there is none."""
-    finder = _BackwardFinder(name)
-    for statement in statements:
-        if finder.rebinds(statement):
-            break
-        statement.visit(finder)
-        if finder.found:
-            return finder.found
-    return None
-
-
-class _BackwardFinder(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found: str | None = None
-
-    def rebinds(self, statement: cst.CSTNode) -> bool:
-        if isinstance(statement, cst.SimpleStatementLine):
-            return any(self.rebinds(small) for small in statement.body)
-        if isinstance(statement, cst.Assign):
-            return any(
-                isinstance(t.target, cst.Name) and t.target.value == self.name
-                for t in statement.targets
-            )
-        return False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "backward"
-            and _backward_root(func.value) == self.name
-        ):
-            self.found = "tensor" if node.args else "scalar"
-
-
-def _backward_root(node: cst.BaseExpression) -> str | None:
+def backward_root(node: cst.BaseExpression) -> str | None:
     """The name a backward runs on: `loss` in `loss.backward()` and in
     `scaler.scale(loss).backward()`."""
     if isinstance(node, cst.Name):

@@ -151,8 +151,14 @@ def _carry_of(
         stores = [s for s in _stores(analysis, key, scope)]
     else:
         return None
-    first_store_end = min(analysis.index.end[s] for s in stores)
-    carry_reads = [r for r in reads if analysis.index.start[r] < first_store_end]
+    # A read sees the previous iteration's value unless a store that always runs precedes
+    # it (a lazy `if self.h is None: self.h = ...` may not run).
+    boundary = loop if loop is not None else scope
+    unconditional = [s for s in stores if not _conditional(analysis, s, boundary)] or stores
+    first_store_end = min(analysis.index.end[s] for s in unconditional)
+    carry_reads = [
+        r for r in reads if analysis.index.start[r] < first_store_end and _carries_on(analysis, r)
+    ]
     if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
         return None
     store_end = analysis.index.end[store]
@@ -200,6 +206,46 @@ def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CS
         if not is_load(analysis, occurrence) or _detaches_in_place(analysis, statement):
             stores.append(statement)
     return stores
+
+
+def _conditional(analysis: FileAnalysis, statement: cst.CSTNode, boundary: cst.CSTNode) -> bool:
+    """Whether `statement` sits under an `if`, `try` or inner loop inside `boundary`."""
+    node = analysis.parent(statement)
+    while node is not None and node is not boundary:
+        if isinstance(node, (cst.If, cst.Try, cst.For, cst.While)):
+            return True
+        node = analysis.parent(node)
+    return False
+
+
+def _carries_on(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
+    """Whether `read` takes the value into further computation: not an `is None` test, and
+    not already detached there (`h.detach()`, `repackage_hidden(h)`,
+    `tuple(s.detach() for s in h)`)."""
+    parent = analysis.parent(read)
+    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.If, cst.BooleanOperation)):
+        return False
+    if (
+        isinstance(parent, cst.Attribute)
+        and parent.value is read
+        and parent.attr.value in ("detach", "detach_")
+    ):
+        return False
+    if isinstance(parent, cst.Arg):
+        call = analysis.parent(parent)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+            if call.func.value == _detach_helper(analysis):
+                return False
+    if isinstance(parent, cst.CompFor) and parent.iter is read:
+        comprehension = analysis.parent(parent)
+        element = getattr(comprehension, "elt", None)
+        if (
+            isinstance(element, cst.Call)
+            and isinstance(element.func, cst.Attribute)
+            and (element.func.attr.value == "detach")
+        ):
+            return False
+    return True
 
 
 def _is_method_receiver(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
@@ -536,10 +582,14 @@ def _kept_store(
     loops = analysis.enclosing_loops(statement)
     if key is None or not loops:
         return None
-    for loop in loops:
-        if key in analysis.loop_entry(loop) or key.startswith("self."):
-            return _KeptStore(statement, container, operand, loop)
-    return None
+    outlived = [
+        loop for loop in loops if key in analysis.loop_entry(loop) or key.startswith("self.")
+    ]
+    if not outlived:
+        return None
+    # The outermost loop it outlives: a backward anywhere in it reads what earlier
+    # iterations stored.
+    return _KeptStore(statement, container, operand, outlived[-1])
 
 
 def _constant_index(target: cst.Subscript) -> bool:
@@ -604,6 +654,8 @@ def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:
                 cst.GeneratorExp(
                     elt=_detached(element),
                     for_in=cst.CompFor(target=element, iter=expression),
+                    lpar=[],
+                    rpar=[],
                 )
             )
         ],

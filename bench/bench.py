@@ -1,0 +1,97 @@
+"""Time gradfix against plain LibCST parsing over the same files.
+
+    python bench/bench.py [ROOT] [--jobs N]
+
+ROOT defaults to the installed torch package, N to the CPU count. Both runs use N worker
+processes; (a) parses every file with `libcst.parse_module`, (b) runs `gradfix check` with all
+rules through the engine. Files that crash the analysis are listed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+import libcst
+
+from codemods.engine import ErrorKind, FileTask, Mode, pool_context, run
+from codemods.rules import RULES
+from codemods.walk import python_files
+
+
+def _parse(path: Path) -> bool:
+    try:
+        libcst.parse_module(path.read_bytes())
+    except Exception:
+        return False
+    return True
+
+
+def time_libcst(files: list[Path], jobs: int) -> tuple[float, int]:
+    """Seconds to parse every file, and how many failed to parse."""
+    start = time.perf_counter()
+    if jobs <= 1:
+        parsed = [_parse(path) for path in files]
+    else:
+        chunk = max(1, min(32, math.ceil(len(files) / (jobs * 4))))
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=pool_context()) as pool:
+            parsed = list(pool.map(_parse, files, chunksize=chunk))
+    return time.perf_counter() - start, parsed.count(False)
+
+
+def time_gradfix(files: list[Path], jobs: int) -> tuple[float, list[str], int]:
+    """Seconds for a check with all rules, the files that crashed it, and the findings."""
+    tasks = [FileTask(path, frozenset(RULES)) for path in files]
+    start = time.perf_counter()
+    results = list(run(tasks, Mode.CHECK, jobs=jobs))
+    elapsed = time.perf_counter() - start
+    crashed = [
+        f"{r.path}: {r.error.message}"
+        for r in results
+        if r.error is not None and r.error.kind is ErrorKind.INTERNAL
+    ]
+    return elapsed, crashed, sum(len(r.findings) for r in results)
+
+
+def _default_root() -> Path:
+    import torch  # only for its location
+
+    return Path(os.path.dirname(torch.__file__))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", nargs="?", type=Path, help="default: the torch package")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    root = args.root or _default_root()
+
+    files = python_files([root])
+    lines = sum(path.read_bytes().count(b"\n") for path in files)
+    print(f"{root}: {len(files)} files, {lines} lines, {args.jobs} processes")
+
+    libcst_seconds, unparsable = time_libcst(files, args.jobs)
+    gradfix_seconds, crashed, findings = time_gradfix(files, args.jobs)
+
+    print(f"{'':22}{'seconds':>10}{'files/s':>10}{'lines/s':>12}")
+    for label, seconds in [
+        ("libcst.parse_module", libcst_seconds),
+        ("gradfix check", gradfix_seconds),
+    ]:
+        print(f"{label:22}{seconds:10.2f}{len(files) / seconds:10.1f}{lines / seconds:12.0f}")
+    print(f"ratio gradfix/libcst: {gradfix_seconds / libcst_seconds:.2f}")
+    print(f"findings: {findings}; files LibCST cannot parse: {unparsable}")
+    print(f"files that crashed the analysis: {len(crashed)}")
+    for line in crashed:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1202 @@
+"""Provenance: the operations that produced a tensor-valued expression, as a graph of `Origin`s.
+
+`Provenance(analysis).of(expression)` answers "where does this value come from": names are
+followed to the bindings that reach the statement (`bindings.py`: in program order, and inside
+a loop the binding of the same iteration; a binding made by a previous iteration is a `CARRIED`
+origin, not followed), through operators, torch functions, tensor methods, module and loss
+calls, tuple unpacking, list elements and loop targets. Calls of the file's own functions,
+methods and `forward`s are followed into their bodies with the arguments given, a few calls
+deep; anything else stays `UNKNOWN`.
+
+One `Origin` is one evaluation: asking twice for the same expression, or for two names bound to
+it, gives the same object, so two values share part of their autograd graph exactly when their
+provenance graphs share an `Origin` of a graph node (`OP`, `FORWARD`, `LOSS` that is attached).
+An evaluation repeated by a loop is still one `Origin`: `evaluated_in(origin, loop)` says
+whether each iteration makes a new one.
+
+Operations carry the key of `codemods/data/saved_ops.json` (`torch.sigmoid`,
+`torch.nn.functional.relu`, `Tensor.sum[dim]`, `operator.mul[scalar]`, `operator.getitem`,
+`torch.nn.Linear`); `saves_tensors(origin)` reads the table, plus two documented assumptions
+for what it cannot list (a module with parameters saves; a loss saves its input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+import libcst as cst
+
+from codemods.analysis import FileAnalysis, saved_ops, torch_api
+from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings, scope_bindings
+from codemods.analysis.index import ScopeNode
+from codemods.analysis.interpreter import target_key
+from codemods.analysis.values import Grad, Kind
+
+_MAX_CALL_DEPTH = 3
+
+# Python operators, keyed like the op table (`operator.<name>`).
+_BINARY_OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
+    cst.Add: "add",
+    cst.Subtract: "sub",
+    cst.Multiply: "mul",
+    cst.Divide: "truediv",
+    cst.FloorDivide: "floordiv",
+    cst.Modulo: "mod",
+    cst.Power: "pow",
+    cst.MatrixMultiply: "matmul",
+}
+_AUGMENTED_OPERATORS: dict[type[cst.BaseAugOp], str] = {
+    cst.AddAssign: "iadd",
+    cst.SubtractAssign: "isub",
+    cst.MultiplyAssign: "imul",
+    cst.DivideAssign: "itruediv",
+    cst.PowerAssign: "ipow",
+    cst.MatrixMultiplyAssign: "imatmul",
+}
+_UNARY_OPERATORS: dict[type[cst.BaseUnaryOp], str] = {
+    cst.Minus: "neg",
+    cst.Plus: "pos",
+    cst.BitInvert: "invert",
+}
+# Builtins whose result is a Python number or string whatever their argument.
+_NUMBER_BUILTINS = frozenset(
+    {"float", "int", "len", "bool", "round", "str", "repr", "isinstance", "hash", "id", "print"}
+)
+# Builtins that return their argument's elements (a new container of the same values).
+_COPYING_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed"})
+# Methods of containers through which one of their elements comes out.
+_ELEMENT_METHODS = frozenset({"pop", "get", "popleft", "__getitem__"})
+# Tensor attributes that are not tensors of the graph.
+_FREE_ATTRIBUTES = frozenset(
+    {"shape", "dtype", "device", "requires_grad", "is_leaf", "data", "grad", "ndim", "grad_fn"}
+)
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+
+class OriginKind(Enum):
+    OP = "op"  # a tensor operation: operator, torch function, tensor method (`key` set)
+    FORWARD = "forward"  # a call of an nn.Module gradfix cannot look into (`key`: its class)
+    LOSS = "loss"  # a call of a criterion or a functional loss (`key`: class or function)
+    LEAF = "leaf"  # a graph leaf: a parameter or a tensor made with requires_grad=True
+    DATA = "data"  # no autograd history: numbers, data, factories, detached, made under no_grad
+    PART = "part"  # one element of a tuple or list value (`a, b = f(x)`): no autograd node
+    ITEM = "item"  # one element template of a collection (see `repeats_in`)
+    COLLECTION = "collection"  # a list/tuple/dict built here: `inputs` are its ITEMs
+    ELEMENT = "element"  # what a `for` or comprehension target takes: `inputs` = (iterable,)
+    CHOICE = "choice"  # one of several bindings or branches: `inputs` are the alternatives
+    CARRIED = "carried"  # a value made by a previous loop iteration: not followed
+    UNKNOWN = "unknown"  # gradfix cannot follow it (a parameter, a global, an unseen call)
+
+
+# Kinds that are nodes of the autograd graph when attached (LEAF is a graph leaf: it saves
+# nothing, and two backward passes through a leaf never conflict).
+GRAPH_NODE_KINDS = frozenset({OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS})
+
+
+@dataclass(frozen=True, eq=False)
+class Origin:
+    """One evaluation of an expression. Compared by identity."""
+
+    kind: OriginKind
+    expression: cst.CSTNode | None  # what was evaluated (a call, operator, subscript, ...)
+    # where the evaluation happens in the scope asked about: `expression` itself, or the call
+    # of this file's function whose body it belongs to (see `evaluated_in`)
+    site: cst.CSTNode | None
+    key: str | None = None  # OP / FORWARD / LOSS: the op-table key of the operation
+    inputs: tuple[Origin, ...] = ()
+    grad: Grad = Grad.UNKNOWN  # whether the value is in the autograd graph
+    # ITEM: the loop or comprehension that makes a new element each iteration (None: the
+    # item is evaluated once); ELEMENT: the loop or comprehension whose target takes it
+    repeats_in: cst.CSTNode | None = None
+    followed: bool = True  # False when gradfix cannot prove the value comes from `inputs`
+    module: bool = False  # FORWARD: the module has parameters (it is not parameterless)
+
+    @property
+    def is_graph_node(self) -> bool:
+        """An autograd node (not a leaf, not structure): an attached operation."""
+        return self.kind in GRAPH_NODE_KINDS and self.grad is not Grad.FREE
+
+    @property
+    def starts_forward(self) -> bool:
+        """A module or loss call whose inputs carry no graph: a fresh forward starts here, so
+        two of them never share autograd nodes (only the parameters, which are leaves)."""
+        return self.kind in (OriginKind.FORWARD, OriginKind.LOSS) and not any(
+            reachable_graph_nodes(origin) for origin in self.inputs
+        )
+
+
+@dataclass(eq=False)
+class _Frame:
+    """One scope being evaluated: the scope asked about, or a call into the file's code."""
+
+    scope: ScopeNode
+    bindings: ScopeBindings
+    arguments: dict[str, Origin]  # parameter name -> what the call passes
+    site: cst.CSTNode | None  # the call in the outermost frame that leads here
+    grad: bool  # False when the call runs with grad disabled
+    depth: int
+    functions: frozenset[cst.FunctionDef] = frozenset()  # calls in progress, against recursion
+    children: dict[cst.Call, _Frame] = field(default_factory=dict)
+
+
+class Provenance:
+    """Provenance of expressions in one analysed file. Build once per file and reuse: origins
+    are memoised, which is what makes them comparable by identity."""
+
+    def __init__(self, analysis: FileAnalysis) -> None:
+        self.analysis = analysis
+        self._bindings: dict[ScopeNode, ScopeBindings] = {}
+        self._frames: dict[ScopeNode, _Frame] = {}
+        self._memo: dict[tuple[int, int, str], Origin] = {}
+        self._in_progress: set[tuple[int, int, str]] = set()
+        self._names: dict[Origin, Binding] = {}
+
+    # -- questions rules ask ------------------------------------------------------------
+    def of(self, expression: cst.BaseExpression) -> Origin:
+        """The provenance of `expression`, evaluated where it stands."""
+        frame = self._frame(self.analysis.scope_of(expression))
+        return self._expression(expression, frame)
+
+    def bindings(self, scope: ScopeNode) -> ScopeBindings:
+        if scope not in self._bindings:
+            self._bindings[scope] = scope_bindings(scope)
+        return self._bindings[scope]
+
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement of its scope's bindings that contains `node`."""
+        before = self.bindings(self.analysis.scope_of(node)).before
+        current: cst.CSTNode | None = node
+        while current is not None and current not in before:
+            current = self.analysis.parent(current)
+        return current
+
+    def reaching(self, key: str, at: cst.CSTNode) -> frozenset[Binding]:
+        """The bindings of `key` (`x` or `self.x`) that may reach the statement of `at`."""
+        statement = self.statement_of(at)
+        if statement is None:
+            return frozenset()
+        scope = self.analysis.scope_of(at)
+        return self.bindings(scope).reaching(key, statement) or frozenset()
+
+    def binding_of(self, origin: Origin) -> Binding | None:
+        """The assignment that named `origin` (`h` in `h = trunk(x)`), if one did."""
+        return self._names.get(origin)
+
+    def module_constructor(self, module: cst.BaseExpression) -> cst.Call | None:
+        """The call that built the module `module` names: `nn.Linear(4, 2)` for `fc` after
+        `fc = nn.Linear(4, 2)`, and for `self.fc` or `model.fc` when the class (of this file)
+        assigns `self.fc` once."""
+        key = target_key(module)
+        if key is not None and key.startswith("self."):
+            info = self.analysis.class_of(self.analysis.scope_of(module))
+            return self._attribute_constructor(info.name, key[5:]) if info else None
+        if key is not None:
+            values = self._assigned_values(key, module)
+            return values[0] if len(values) == 1 and isinstance(values[0], cst.Call) else None
+        if isinstance(module, cst.Attribute):
+            owner = self.module_constructor(module.value)
+            if owner is not None and isinstance(owner.func, cst.Name):
+                return self._attribute_constructor(owner.func.value, module.attr.value)
+        return None
+
+    # -- frames -------------------------------------------------------------------------
+    def _frame(self, scope: ScopeNode) -> _Frame:
+        if scope not in self._frames:
+            grad = not (
+                isinstance(scope, cst.FunctionDef)
+                and self.analysis.grad_disabled_by_decorator(scope)
+            )
+            self._frames[scope] = _Frame(scope, self.bindings(scope), {}, None, grad, 0)
+        return self._frames[scope]
+
+    def _call_frame(
+        self, parent: _Frame, call: cst.Call, function: cst.FunctionDef, arguments: dict
+    ) -> _Frame:
+        if call not in parent.children:
+            parent.children[call] = _Frame(
+                scope=function,
+                bindings=self.bindings(function),
+                arguments=arguments,
+                site=parent.site or call,
+                grad=parent.grad
+                and self.analysis.grad_enabled(call)
+                and not self.analysis.grad_disabled_by_decorator(function),
+                depth=parent.depth + 1,
+                functions=parent.functions | {function},
+            )
+        return parent.children[call]
+
+    def _memoised(self, frame: _Frame, node: cst.CSTNode, tag: str, build) -> Origin:
+        """One Origin per (frame, node, tag); a cycle (a value defined through itself, which
+        only loop-carried bindings make and those are not followed) yields UNKNOWN."""
+        memo = (id(frame), id(node), tag)
+        if memo in self._memo:
+            return self._memo[memo]
+        if memo in self._in_progress:
+            return self._unknown(node, frame)
+        self._in_progress.add(memo)
+        try:
+            origin = build()
+        finally:
+            self._in_progress.discard(memo)
+        self._memo[memo] = origin
+        return origin
+
+    # -- expressions --------------------------------------------------------------------
+    def _expression(self, node: cst.BaseExpression, frame: _Frame) -> Origin:
+        return self._memoised(frame, node, "", lambda: self._build(node, frame))
+
+    def _build(self, node: cst.BaseExpression, frame: _Frame) -> Origin:
+        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString)):
+            return self._data(node, frame)
+        if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.Lambda)):
+            return self._data(node, frame)
+        key = target_key(node)
+        if key is not None:
+            return self._name(node, key, frame)
+        if isinstance(node, cst.Attribute):
+            return self._attribute(node, frame)
+        if isinstance(node, cst.Call):
+            return self._call(node, frame)
+        if isinstance(node, cst.BinaryOperation):
+            name = _BINARY_OPERATORS.get(type(node.operator))
+            left, right = node.left, node.right
+            op = f"operator.{name}" if name else None
+            return self._op(node, frame, op, [left, right], _scalar_suffix(self, left, right))
+        if isinstance(node, cst.UnaryOperation):
+            if isinstance(node.operator, cst.Not):
+                return self._data(node, frame)
+            name = _UNARY_OPERATORS.get(type(node.operator))
+            return self._op(node, frame, f"operator.{name}", [node.expression])
+        if isinstance(node, cst.Subscript):
+            return self._subscript(node, frame)
+        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            return self._literal(node, [element.value for element in node.elements], frame)
+        if isinstance(node, cst.Dict):
+            values = [e.value for e in node.elements if isinstance(e, cst.DictElement)]
+            return self._literal(node, values, frame)
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            element = node.value if isinstance(node, cst.DictComp) else node.elt
+            item = self._item(self._expression(element, frame), node, frame)
+            return self._structure(OriginKind.COLLECTION, node, frame, (item,))
+        if isinstance(node, cst.IfExp):
+            branches = (self._expression(node.body, frame), self._expression(node.orelse, frame))
+            return self._structure(OriginKind.CHOICE, node, frame, branches)
+        if isinstance(node, cst.NamedExpr):
+            return self._expression(node.value, frame)
+        return self._unknown(node, frame)
+
+    def _name(self, node: cst.BaseExpression, key: str, frame: _Frame) -> Origin:
+        if key in ("True", "False", "None"):
+            return self._data(node, frame)
+        comprehension = _comprehension_binding(self.analysis, node, key)
+        if comprehension is not None:
+            comp_for, path = comprehension
+            iterable = self._expression(comp_for.iter, frame)
+            owner = self.analysis.parent(comp_for)
+            while isinstance(owner, cst.CompFor):
+                owner = self.analysis.parent(owner)
+            return self._element(iterable, comp_for, owner or comp_for, path, frame)
+        if _lambda_parameter(self.analysis, node, key):
+            return self._unknown(node, frame)
+        statement = self._statement_in(node, frame)
+        reaching = frame.bindings.reaching(key, statement) if statement is not None else None
+        if reaching is None:
+            return self._unknown(node, frame)
+        if not reaching:
+            return self._global(node, key, frame)
+        alternatives = tuple(
+            self._carried(node, binding, frame)
+            if frame.bindings.carried(binding, statement)  # type: ignore[arg-type]
+            else self._binding(binding, frame)
+            for binding in sorted(reaching, key=lambda b: frame.bindings.order.get(b.statement, -1))
+        )
+        if len(alternatives) == 1:
+            return alternatives[0]
+        tag = "choice:" + ",".join(str(id(a)) for a in alternatives)
+        return self._memoised(
+            frame,
+            statement,  # type: ignore[arg-type]
+            tag,
+            lambda: self._structure(OriginKind.CHOICE, node, frame, alternatives),
+        )
+
+    def _global(self, node: cst.BaseExpression, key: str, frame: _Frame) -> Origin:
+        """A name nothing in its function binds: the module-level binding, if any."""
+        if isinstance(frame.scope, cst.Module) or key.startswith("self."):
+            return self._unknown(node, frame)
+        module = self._frame(self.analysis.module)
+        bindings = module.bindings.final.get(key, frozenset())
+        if len(bindings) != 1:
+            return self._unknown(node, frame)
+        return self._binding(next(iter(bindings)), module)
+
+    def _binding(self, binding: Binding, frame: _Frame) -> Origin:
+        return self._memoised(
+            frame, binding.target, "binding", lambda: self._build_binding(binding, frame)
+        )
+
+    def _build_binding(self, binding: Binding, frame: _Frame) -> Origin:
+        value = binding.value
+        if binding.kind is BindingKind.PARAMETER:
+            passed = frame.arguments.get(binding.key)
+            return passed if passed is not None else self._parameter(binding, frame)
+        if value is None or binding.kind is BindingKind.OTHER:
+            return self._unknown(binding.target, frame)
+        if binding.kind is BindingKind.AUGMENTED:
+            return self._augmented(binding, frame)
+        if binding.kind is BindingKind.LOOP_TARGET:
+            return self._loop_target(binding, frame)
+        origin = self._parts(self._expression(value, frame), binding.path, binding.target, frame)
+        if isinstance(value, (cst.List, cst.ListComp)) and not binding.path:
+            appended = self._appended(binding, frame)
+            if appended:
+                items = (*origin.inputs, *appended)
+                origin = self._structure(OriginKind.COLLECTION, value, frame, items)
+        self._names.setdefault(origin, binding)
+        return origin
+
+    def _parameter(self, binding: Binding, frame: _Frame) -> Origin:
+        """A parameter no followed call passes: UNKNOWN, with what the interpreter knows of
+        it from the file's own callers (a module output passed to a loss function)."""
+        origin = self._unknown(binding.target, frame)
+        scope = frame.scope
+        if frame.depth > 0 or not isinstance(scope, cst.FunctionDef) or not scope.body.body:
+            return origin
+        known = self.analysis.env_before(scope.body.body[0]).get(binding.key)
+        return origin if known is None else replace(origin, grad=known.grad)
+
+    def _appended(self, binding: Binding, frame: _Frame) -> tuple[Origin, ...]:
+        """Items `name.append(value)` adds to the list `binding` makes, each made anew per
+        iteration of the innermost loop around the append that the binding is outside of."""
+        items = []
+        for call in self.analysis.index.calls_by_name.get("append", []):
+            func = call.func
+            if not (
+                isinstance(func, cst.Attribute)
+                and target_key(func.value) == binding.key
+                and len(call.args) == 1
+                and self.analysis.scope_of(call) is frame.scope
+            ):
+                continue
+            statement = self._statement_in(call, frame)
+            reaching = frame.bindings.reaching(binding.key, statement) if statement else None
+            if not reaching or binding not in reaching:
+                continue
+            repeats_in = next(
+                (
+                    loop
+                    for loop in self.analysis.enclosing_loops(call)
+                    if not _inside(binding.statement, loop, self.analysis)
+                ),
+                None,
+            )
+            value = self._expression(call.args[0].value, frame)
+            items.append(self._item(value, repeats_in, frame))
+        return tuple(items)
+
+    def _augmented(self, binding: Binding, frame: _Frame) -> Origin:
+        statement = binding.statement
+        assert isinstance(statement, cst.AugAssign) and binding.value is not None
+        name = _AUGMENTED_OPERATORS.get(type(statement.operator))
+        key = f"operator.{name}" if name else None
+        return self._op(
+            statement,
+            frame,
+            key,
+            [statement.target, binding.value],
+            _scalar_suffix(self, statement.target, binding.value, reflected=False),
+        )
+
+    def _loop_target(self, binding: Binding, frame: _Frame) -> Origin:
+        loop = binding.statement
+        assert isinstance(loop, cst.For) and binding.value is not None
+        return self._iterated(binding.value, loop, loop, binding.path, frame)
+
+    def _iterated(
+        self,
+        iterable: cst.BaseExpression,
+        header: cst.For | cst.CompFor,
+        repeats_in: cst.CSTNode,
+        path: tuple[int, ...],
+        frame: _Frame,
+    ) -> Origin:
+        """What a loop target at `path` takes from `iterable`: `enumerate` and `zip` are seen
+        through, `range` gives numbers."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+            builtin = iterable.func.value
+            args = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
+            if builtin == "range":
+                return self._data(iterable, frame)
+            if builtin == "enumerate" and args and path:
+                if path[0] == 0:
+                    return self._data(iterable, frame)
+                return self._iterated(args[0], header, repeats_in, path[1:], frame)
+            if builtin == "zip" and path and path[0] < len(args):
+                return self._iterated(args[path[0]], header, repeats_in, path[1:], frame)
+        collection = self._expression(iterable, frame)
+        return self._element(collection, header, repeats_in, path, frame)
+
+    def _element(
+        self,
+        collection: Origin,
+        header: cst.For | cst.CompFor,
+        repeats_in: cst.CSTNode,
+        path: tuple[int, ...],
+        frame: _Frame,
+    ) -> Origin:
+        def build() -> Origin:
+            element = Origin(
+                OriginKind.ELEMENT,
+                header.target,
+                frame.site or header.target,
+                inputs=(collection,),
+                grad=_joined(item.grad for item in collection.inputs)
+                if collection.kind is OriginKind.COLLECTION
+                else collection.grad,
+                repeats_in=repeats_in,
+            )
+            return self._parts(element, path, header.target, frame)
+
+        return self._memoised(frame, header, f"element:{path}", build)
+
+    def _carried(self, use: cst.CSTNode, binding: Binding, frame: _Frame) -> Origin:
+        return self._memoised(
+            frame,
+            binding.target,
+            "carried",
+            lambda: Origin(
+                OriginKind.CARRIED,
+                binding.target,
+                frame.site or binding.target,
+                grad=self.analysis.value_of(use).grad
+                if isinstance(use, cst.BaseExpression)
+                else Grad.UNKNOWN,
+            ),
+        )
+
+    def _parts(
+        self, origin: Origin, path: tuple[int, ...], where: cst.CSTNode, frame: _Frame
+    ) -> Origin:
+        """Element `path` of a destructured value: the literal's element when it is one."""
+        for position in path:
+            items = origin.inputs if origin.kind is OriginKind.COLLECTION else ()
+            if items and all(i.repeats_in is None for i in items) and position < len(items):
+                origin = items[position].inputs[0]
+                continue
+            whole = origin
+            origin = self._memoised(
+                frame,
+                where,
+                f"part:{id(whole)}:{position}",
+                lambda whole=whole: self._structure(OriginKind.PART, where, frame, (whole,)),
+            )
+        return origin
+
+    def _attribute(self, node: cst.Attribute, frame: _Frame) -> Origin:
+        attribute = node.attr.value
+        if attribute in _FREE_ATTRIBUTES:
+            return self._data(node, frame)
+        if attribute in _VIEW_ATTRIBUTES:
+            return self._op(node, frame, f"Tensor.{attribute}", [node.value])
+        owner = self.analysis.value_of(node.value)
+        if owner.kind is Kind.MODULE and attribute in ("weight", "bias"):
+            return self._leaf(node, frame)
+        if owner.kind in (Kind.MODULE, Kind.OBJECT, Kind.OPTIMIZER):
+            return self._unknown(node, frame)
+        return self._structure(OriginKind.PART, node, frame, (self._expression(node.value, frame),))
+
+    def _subscript(self, node: cst.Subscript, frame: _Frame) -> Origin:
+        container = self._expression(node.value, frame)
+        index = _single_index(node)
+        if container.kind is OriginKind.COLLECTION and isinstance(index, cst.Integer):
+            items = container.inputs
+            position = int(index.value)
+            if all(i.repeats_in is None for i in items) and position < len(items):
+                return items[position].inputs[0]
+        kind = self.analysis.value_of(node.value).kind
+        if kind in (Kind.LIST, Kind.TUPLE, Kind.DICT) or container.kind in (
+            OriginKind.COLLECTION,
+            OriginKind.PART,
+        ):
+            return self._structure(OriginKind.PART, node, frame, (container,))
+        key = f"operator.getitem{_index_suffix(self, node, frame)}"
+        return self._op(node, frame, key, [node.value])
+
+    def _literal(
+        self, node: cst.BaseExpression, values: list[cst.BaseExpression], frame: _Frame
+    ) -> Origin:
+        items = tuple(self._item(self._expression(v, frame), None, frame) for v in values)
+        return self._structure(OriginKind.COLLECTION, node, frame, items)
+
+    def _item(self, origin: Origin, repeats_in: cst.CSTNode | None, frame: _Frame) -> Origin:
+        return Origin(
+            OriginKind.ITEM,
+            origin.expression,
+            origin.site,
+            inputs=(origin,),
+            grad=origin.grad,
+            repeats_in=repeats_in,
+        )
+
+    # -- calls --------------------------------------------------------------------------
+    def _call(self, node: cst.Call, frame: _Frame) -> Origin:
+        qualified = self.analysis.qualified_name(node.func)
+        if qualified is not None and qualified.startswith("torch."):
+            return self._torch_call(node, qualified, frame)
+        if isinstance(node.func, cst.Attribute):
+            method = self._method_call(node, node.func, frame)
+            if method is not None:
+                return method
+        callee = self.analysis.value_of(node.func)
+        kind = callee.kind
+        if kind is Kind.UNKNOWN:
+            kind = self._module_kind(self.module_constructor(node.func))
+        if kind in (Kind.MODULE, Kind.PASSTHROUGH, Kind.CRITERION):
+            return self._module_call(node, node.func, kind, frame)
+        function = self.analysis.function_named(callee)
+        if function is not None:
+            return self._inline(node, function, self._positional(node), frame)
+        if callee.kind in (Kind.CLASS, Kind.OPTIMIZER):
+            return self._data(node, frame)
+        if isinstance(node.func, cst.Name):
+            builtin = self._builtin_call(node, node.func.value, frame)
+            if builtin is not None:
+                return builtin
+        modules = self._callee_modules(node.func, frame)
+        if modules is not None:
+            keys = {self.analysis.qualified_name(module.func) for module in modules}
+            parameterless = bool(modules) and keys <= torch_api.PARAMETERLESS_MODULES
+            key = keys.pop() if len(keys) == 1 else None
+            arguments = [arg.value for arg in node.args]
+            return self._op(
+                node, frame, key, arguments, kind=OriginKind.FORWARD, module=not parameterless
+            )
+        return self._unknown_call(node, frame)
+
+    def _callee_modules(self, func: cst.BaseExpression, frame: _Frame) -> list[cst.Call] | None:
+        """The constructor calls of the modules `func` may be (`head` in `for head in [fc_a,
+        fc_b]`, or in a loop over an `nn.ModuleList`: then the list is empty), or None when
+        it may be something else."""
+        constructors: list[cst.Call] = []
+        for origin, _ in walk(self._expression(func, frame)):
+            if origin.kind in (OriginKind.COLLECTION, OriginKind.ITEM, OriginKind.CHOICE):
+                continue
+            expression = origin.expression
+            if origin.kind is OriginKind.ELEMENT:
+                iterable = origin.inputs[0].expression
+                if isinstance(iterable, cst.BaseExpression) and (
+                    self.analysis.value_of(iterable).kind is Kind.MODULE
+                    or self._module_kind(self.module_constructor(iterable)) is Kind.MODULE
+                ):
+                    return constructors  # elements of a ModuleList or Sequential
+                continue
+            if origin.kind is OriginKind.DATA and isinstance(expression, cst.Call):
+                if self._is_module_constructor(expression):
+                    constructors.append(expression)
+                    continue
+            return None
+        return constructors or None
+
+    def _is_module_constructor(self, call: cst.Call) -> bool:
+        return self._module_kind(call) in (Kind.MODULE, Kind.PASSTHROUGH)
+
+    def _module_kind(self, constructor: cst.Call | None) -> Kind:
+        """MODULE, PASSTHROUGH (parameterless) or CRITERION for a call that builds one."""
+        if constructor is None:
+            return Kind.UNKNOWN
+        name = self.analysis.qualified_name(constructor.func) or ""
+        short = name.rsplit(".", 1)[-1]
+        if name.startswith("torch.nn.") and short[:1].isupper() and short != "Parameter":
+            if short.endswith("Loss"):
+                return Kind.CRITERION
+            if name in torch_api.PARAMETERLESS_MODULES:
+                return Kind.PASSTHROUGH
+            return Kind.MODULE
+        func = constructor.func
+        if isinstance(func, cst.Name) and self.analysis.is_module_class(func.value):
+            return Kind.MODULE
+        return Kind.UNKNOWN
+
+    def _torch_call(self, node: cst.Call, qualified: str, frame: _Frame) -> Origin:
+        short = qualified.rsplit(".", 1)[-1]
+        arguments = [arg.value for arg in node.args]
+        if qualified in torch_api.FUNCTIONAL_LOSSES:
+            return self._op(node, frame, qualified, arguments, kind=OriginKind.LOSS)
+        if qualified in torch_api.TENSOR_FACTORIES:
+            requires = _keyword(node, "requires_grad")
+            if isinstance(requires, cst.Name) and requires.value == "True":
+                return self._leaf(node, frame)
+            return self._data(node, frame)
+        if short == "Parameter":
+            return self._leaf(node, frame)
+        if qualified in torch_api.GRAPH_LEAVING_FUNCTIONS or short[:1].isupper():
+            return self._data(node, frame)  # modules, losses, optimizers are built, not run
+        if qualified in torch_api.AUTOGRAD_FUNCTIONS:
+            create = _keyword(node, "create_graph")
+            if not (isinstance(create, cst.Name) and create.value == "True"):
+                return self._data(node, frame)
+        return self._op(node, frame, qualified, arguments, _call_suffix(self, node, frame))
+
+    def _method_call(self, node: cst.Call, func: cst.Attribute, frame: _Frame) -> Origin | None:
+        method = func.attr.value
+        receiver = self.analysis.value_of(func.value)
+        if receiver.kind is Kind.MODULE and method == "forward":
+            return self._module_call(node, func.value, Kind.MODULE, frame)
+        if (
+            receiver.kind in (Kind.OBJECT, Kind.MODULE)
+            and receiver.cls in self.analysis.index.classes
+        ):
+            function = self.analysis.index.classes[receiver.cls].methods.get(method)
+            if function is not None:
+                return self._inline(node, function, self._positional(node), frame, bound=True)
+        if receiver.kind in (Kind.LIST, Kind.TUPLE, Kind.DICT):
+            if method in _ELEMENT_METHODS:
+                return self._structure(
+                    OriginKind.PART, node, frame, (self._expression(func.value, frame),)
+                )
+            return None
+        if receiver.kind not in (Kind.TENSOR, Kind.UNKNOWN):
+            return None
+        if method in torch_api.GRAPH_LEAVING_METHODS:
+            return self._data(node, frame)
+        if method == "requires_grad_":
+            return self._leaf(node, frame)
+        if method == "scale" and receiver.kind is Kind.UNKNOWN and len(node.args) == 1:
+            # `scaler.scale(loss)` (torch.amp.GradScaler) multiplies by the scale factor.
+            return self._op(node, frame, "operator.mul", [node.args[0].value])
+        key = f"Tensor.{method}"
+        if method in torch_api.GRAPH_KEEPING_METHODS or saved_ops.op_saving(key) is not None:
+            arguments = [func.value, *(arg.value for arg in node.args)]
+            return self._op(node, frame, key, arguments, _call_suffix(self, node, frame))
+        return None
+
+    def _builtin_call(self, node: cst.Call, name: str, frame: _Frame) -> Origin | None:
+        if name in _NUMBER_BUILTINS or name == "range":
+            return self._data(node, frame)
+        arguments = [arg.value for arg in node.args if arg.keyword is None]
+        if name in _COPYING_BUILTINS and len(arguments) == 1:
+            return self._expression(arguments[0], frame)
+        if name == "sum" and arguments:
+            # A sum of tensors is a chain of additions over the elements.
+            return self._op(node, frame, "operator.add", arguments)
+        return None
+
+    def _module_call(
+        self, node: cst.Call, module: cst.BaseExpression, kind: Kind, frame: _Frame
+    ) -> Origin:
+        """A call of a module or criterion instance: followed into `forward` when its class is
+        in the file, expanded layer by layer for `nn.Sequential`, else one FORWARD/LOSS."""
+        arguments = [arg.value for arg in node.args]
+        constructor = self.module_constructor(module)
+        name = self.analysis.qualified_name(constructor.func) if constructor else None
+        if constructor is not None and isinstance(constructor.func, cst.Name):
+            info = self.analysis.index.classes.get(constructor.func.value)
+            forward = info.methods.get("forward") if info is not None else None
+            if forward is not None:
+                return self._inline(node, forward, self._positional(node), frame, bound=True)
+        if kind is Kind.CRITERION:
+            return self._op(node, frame, name, arguments, kind=OriginKind.LOSS)
+        if name == "torch.nn.Sequential" and constructor is not None and len(arguments) == 1:
+            return self._sequential(node, constructor, arguments[0], frame)
+        origin_kind = OriginKind.FORWARD
+        return self._op(node, frame, name, arguments, kind=origin_kind, module=kind is Kind.MODULE)
+
+    def _sequential(
+        self, node: cst.Call, constructor: cst.Call, argument: cst.BaseExpression, frame: _Frame
+    ) -> Origin:
+        """`nn.Sequential(a, b, c)(x)` is `c(b(a(x)))`: one FORWARD per layer."""
+        value = self._expression(argument, frame)
+        for position, layer in enumerate(constructor.args):
+            layer_call = layer.value if isinstance(layer.value, cst.Call) else None
+            key = self.analysis.qualified_name(layer_call.func) if layer_call else None
+            parameterless = key in torch_api.PARAMETERLESS_MODULES
+            previous = value
+            value = self._memoised(
+                frame,
+                node,
+                f"layer:{position}",
+                lambda previous=previous, key=key, parameterless=parameterless: Origin(
+                    OriginKind.FORWARD,
+                    node,
+                    frame.site or node,
+                    key=key,
+                    inputs=(previous,),
+                    grad=self._grad_of(node, frame, [previous], parameters=not parameterless),
+                    module=not parameterless,
+                ),
+            )
+        return value
+
+    def _inline(
+        self,
+        node: cst.Call,
+        function: cst.FunctionDef,
+        positional: list[cst.BaseExpression],
+        frame: _Frame,
+        bound: bool = False,
+    ) -> Origin:
+        """A call of the file's own function: the provenance of what its body returns."""
+        if frame.depth >= _MAX_CALL_DEPTH or function in frame.functions:
+            return self._unknown_call(node, frame)
+        returned = _returned_values(function)
+        if returned is None:
+            return self._unknown_call(node, frame)
+        params = [*function.params.posonly_params, *function.params.params]
+        if bound:
+            params = params[1:]
+        arguments = {
+            param.name.value: self._expression(value, frame)
+            for param, value in zip(params, positional, strict=False)
+        }
+        for arg in node.args:
+            if arg.keyword is not None:
+                arguments[arg.keyword.value] = self._expression(arg.value, frame)
+        inner = self._call_frame(frame, node, function, arguments)
+        values = tuple(self._expression(value, inner) for value in returned)
+        if not values:
+            return self._data(node, frame)
+        if len(values) == 1:
+            return values[0]
+        return self._memoised(
+            frame, node, "returns", lambda: self._structure(OriginKind.CHOICE, node, frame, values)
+        )
+
+    def _unknown_call(self, node: cst.Call, frame: _Frame) -> Origin:
+        """A call gradfix cannot see into: its result may or may not come from its inputs."""
+        inputs = [arg.value for arg in node.args]
+        if isinstance(node.func, cst.Attribute):
+            inputs.insert(0, node.func.value)
+        origin = self._op(node, frame, None, inputs, followed=False)
+        value = self.analysis.value_of(node)
+        if value.grad is Grad.FREE:
+            return self._data(node, frame)
+        return origin
+
+    # -- building origins ---------------------------------------------------------------
+    def _op(
+        self,
+        node: cst.CSTNode,
+        frame: _Frame,
+        key: str | None,
+        arguments: list[cst.BaseExpression],
+        suffixes: tuple[str, ...] = (),
+        kind: OriginKind = OriginKind.OP,
+        followed: bool = True,
+        module: bool = False,
+    ) -> Origin:
+        inputs = tuple(self._expression(argument, frame) for argument in arguments)
+        inputs = tuple(_flattened(inputs))
+        return Origin(
+            kind,
+            node,
+            frame.site or node,
+            key=_table_key(key, suffixes),
+            inputs=inputs,
+            grad=self._grad_of(node, frame, list(inputs), parameters=module),
+            followed=followed,
+            module=module,
+        )
+
+    def _grad_of(
+        self, node: cst.CSTNode, frame: _Frame, inputs: list[Origin], parameters: bool
+    ) -> Grad:
+        if not frame.grad or not self.analysis.grad_enabled(node):
+            return Grad.FREE
+        if parameters:
+            return Grad.ATTACHED
+        return _combined(origin.grad for origin in inputs)
+
+    def _structure(
+        self, kind: OriginKind, node: cst.CSTNode, frame: _Frame, inputs: tuple[Origin, ...]
+    ) -> Origin:
+        combine = _joined if kind is OriginKind.CHOICE else _combined
+        return Origin(
+            kind, node, frame.site or node, inputs=inputs, grad=combine(i.grad for i in inputs)
+        )
+
+    def _data(self, node: cst.CSTNode, frame: _Frame) -> Origin:
+        return Origin(OriginKind.DATA, node, frame.site or node, grad=Grad.FREE)
+
+    def _leaf(self, node: cst.CSTNode, frame: _Frame) -> Origin:
+        return Origin(OriginKind.LEAF, node, frame.site or node, grad=Grad.ATTACHED)
+
+    def _unknown(self, node: cst.CSTNode, frame: _Frame) -> Origin:
+        grad = Grad.UNKNOWN
+        if frame.depth == 0 and isinstance(node, cst.BaseExpression):
+            grad = self.analysis.value_of(node).grad
+        return Origin(OriginKind.UNKNOWN, node, frame.site or node, grad=grad)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _statement_in(self, node: cst.CSTNode, frame: _Frame) -> cst.CSTNode | None:
+        current: cst.CSTNode | None = node
+        while current is not None and current not in frame.bindings.before:
+            current = self.analysis.parent(current)
+        return current
+
+    def _positional(self, node: cst.Call) -> list[cst.BaseExpression]:
+        return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+
+    def _assigned_values(self, key: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+        """What the plain assignments of `key` reaching `at` assign (module level if the
+        function does not bind it)."""
+        bindings = self.reaching(key, at)
+        if not bindings and not isinstance(self.analysis.scope_of(at), cst.Module):
+            bindings = self.bindings(self.analysis.module).final.get(key, frozenset())
+        values = []
+        for binding in bindings:
+            if binding.kind is not BindingKind.ASSIGN or binding.path or binding.value is None:
+                return []
+            if isinstance(binding.value, (cst.Name, cst.Attribute)):
+                constructor = self.module_constructor(binding.value)
+                if constructor is None:
+                    return []
+                values.append(constructor)
+            else:
+                values.append(binding.value)
+        return values
+
+    def _attribute_constructor(self, class_name: str, attribute: str) -> cst.Call | None:
+        """The call `self.<attribute>` is assigned in `class_name`, when it is one."""
+        if class_name not in self.analysis.index.classes:
+            return None
+        constructors: set[cst.Call] = set()
+        for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
+            target = self.analysis.parent(occurrence)
+            assign = self.analysis.parent(target) if target is not None else None
+            if isinstance(target, cst.AssignTarget) and isinstance(assign, cst.Assign):
+                constructor = assign.value
+                if isinstance(constructor, cst.Name):  # `self.model = model` in __init__
+                    constructor = self._passed_constructor(class_name, constructor, assign)
+                if not isinstance(constructor, cst.Call):
+                    return None
+                constructors.add(constructor)
+        return next(iter(constructors)) if len(constructors) == 1 else None
+
+    def _passed_constructor(
+        self, class_name: str, parameter: cst.Name, at: cst.CSTNode
+    ) -> cst.Call | None:
+        """The module every `ClassName(...)` call of the file passes for the `__init__`
+        parameter `parameter` (`Trainer(Net(), ...)` gives `Net()`)."""
+        init = self.analysis.index.classes[class_name].methods.get("__init__")
+        if init is None or self.analysis.scope_of(at) is not init:
+            return None
+        params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+        bindings = self.reaching(parameter.value, at)
+        if parameter.value not in params or any(
+            b.kind is not BindingKind.PARAMETER for b in bindings
+        ):
+            return None
+        position = params.index(parameter.value)
+        constructors: set[cst.Call] = set()
+        for call in self.analysis.index.calls_by_name.get(class_name, []):
+            passed = _argument_for(call, position, parameter.value)
+            if isinstance(passed, (cst.Name, cst.Attribute)):
+                passed = self.module_constructor(passed)
+            if not isinstance(passed, cst.Call):
+                return None
+            constructors.add(passed)
+        return next(iter(constructors)) if len(constructors) == 1 else None
+
+
+# -- walking provenance graphs ---------------------------------------------------------------
+def walk(
+    origin: Origin,
+    certain_only: bool = False,
+    stop: Callable[[Origin], bool] | None = None,
+) -> Iterator[tuple[Origin, bool]]:
+    """Every origin `origin` is made from (itself included), each once, with whether it is
+    certainly part of it: not only through one alternative of a CHOICE or one element of a
+    collection with several, nor through a call gradfix cannot see into. CARRIED and
+    UNKNOWN origins end the walk, as do those `stop` accepts (after being yielded). With
+    `certain_only`, uncertain ones are skipped."""
+    seen: dict[Origin, bool] = {}
+    stack = [(origin, True)]
+    while stack:
+        current, certain = stack.pop()
+        if current in seen and (seen[current] or not certain):
+            continue
+        seen[current] = certain
+        if certain_only and not certain:
+            continue
+        yield current, certain
+        if stop is None or not stop(current):
+            for child in current.inputs:
+                stack.append((child, certain and _certain_edge(current)))
+
+
+def reachable_graph_nodes(origin: Origin, certain_only: bool = False) -> set[Origin]:
+    """The autograd nodes (attached OP / FORWARD / LOSS origins) in `origin`'s graph."""
+    return {node for node, _ in walk(origin, certain_only) if node.is_graph_node}
+
+
+def _certain_edge(origin: Origin) -> bool:
+    if origin.kind is OriginKind.CHOICE or not origin.followed:
+        return False
+    if origin.kind is OriginKind.ELEMENT:
+        collection = origin.inputs[0]
+        return collection.kind is OriginKind.COLLECTION and len(collection.inputs) == 1
+    return True
+
+
+def evaluated_in(origin: Origin, region: cst.CSTNode, analysis: FileAnalysis) -> bool:
+    """Whether `origin` is evaluated inside `region` (a loop or a comprehension): each
+    iteration then makes a new one. A loop's or comprehension's own ELEMENT is per iteration."""
+    if origin.kind is OriginKind.ELEMENT:
+        return origin.repeats_in is region or _inside(origin.repeats_in, region, analysis)
+    body = region.body if isinstance(region, (cst.For, cst.While)) else region
+    return origin.site is not None and _inside(origin.site, body, analysis)
+
+
+def saves_tensors(origin: Origin) -> bool | None:
+    """Whether the autograd node of `origin` holds saved tensors (so that a backward frees them
+    and a second backward through it fails); None when gradfix does not know.
+
+    Read from the op table; where it has no entry, a module with parameters is taken to save
+    (every layer that multiplies an input by a weight saves that input) and a loss to save its
+    input (its gradient depends on it). Structure (PART, ITEM, ...) and leaves save nothing."""
+    if origin.kind not in GRAPH_NODE_KINDS:
+        return False
+    known = saved_ops.saves_anything(origin.key) if origin.key is not None else None
+    if known is not None:
+        return known
+    if origin.kind is OriginKind.LOSS or (origin.kind is OriginKind.FORWARD and origin.module):
+        return True
+    return None
+
+
+# -- syntax helpers ----------------------------------------------------------------------------
+def _inside(node: cst.CSTNode | None, region: cst.CSTNode | None, analysis: FileAnalysis) -> bool:
+    current = node
+    while current is not None:
+        if current is region:
+            return True
+        current = analysis.parent(current)
+    return False
+
+
+def _comprehension_binding(
+    analysis: FileAnalysis, node: cst.CSTNode, key: str
+) -> tuple[cst.CompFor, tuple[int, ...]] | None:
+    """The comprehension `for` whose target binds `key` where `node` reads it, and where in
+    the target (`for i, x in ...` binds `x` at (1,))."""
+    child, current = node, analysis.parent(node)
+    while current is not None and not isinstance(
+        current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+    ):
+        if isinstance(current, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            comp_for: cst.CompFor | None = current.for_in
+            while comp_for is not None:
+                if child is comp_for.iter:
+                    break  # the first iterable is evaluated outside the comprehension
+                path = _target_path(comp_for.target, key)
+                if path is not None:
+                    return comp_for, path
+                comp_for = comp_for.inner_for_in
+        child, current = current, analysis.parent(current)
+    return None
+
+
+def _target_path(target: cst.BaseExpression, key: str) -> tuple[int, ...] | None:
+    if target_key(target) == key:
+        return ()
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for position, element in enumerate(target.elements):
+            inner = _target_path(element.value, key)
+            if inner is not None:
+                return (position, *inner)
+    return None
+
+
+def _lambda_parameter(analysis: FileAnalysis, node: cst.CSTNode, key: str) -> bool:
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, cst.SimpleStatementLine):
+        if isinstance(current, cst.Lambda) and any(
+            param.name.value == key for param in current.params.params
+        ):
+            return True
+        current = analysis.parent(current)
+    return False
+
+
+def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression] | None:
+    """The expressions `function` returns (None for a generator, which gradfix does not
+    follow); a bare `return` returns nothing worth following."""
+    finder = _ReturnFinder()
+    function.body.visit(finder)
+    return None if finder.generator else finder.values
+
+
+class _ReturnFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.values: list[cst.BaseExpression] = []
+        self.generator = False
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.values.append(node.value)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.generator = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+
+def _argument_for(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    return positional[position] if position < len(positional) else None
+
+
+def _keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def _single_index(node: cst.Subscript) -> cst.BaseExpression | None:
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        return node.slice[0].slice.value
+    return None
+
+
+def _is_python_number(provenance: Provenance, node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        return _is_python_number(provenance, node.expression)
+    return provenance.analysis.value_of(node).kind is Kind.NUMBER
+
+
+def _is_python_int(provenance: Provenance, node: cst.BaseExpression) -> bool:
+    """An integer index: a literal, a number value, or a `range` / `enumerate` counter."""
+    if _is_python_number(provenance, node):
+        return True
+    if isinstance(node, cst.Name):
+        bindings = provenance.reaching(node.value, node)
+        return bool(bindings) and all(_counts(binding) for binding in bindings)
+    return False
+
+
+def _counts(binding: Binding) -> bool:
+    """Whether a loop target binding takes the numbers of `range(...)` or of `enumerate`."""
+    value = binding.value
+    if binding.kind is not BindingKind.LOOP_TARGET or not isinstance(value, cst.Call):
+        return False
+    if not isinstance(value.func, cst.Name):
+        return False
+    if value.func.value == "range":
+        return True
+    return value.func.value == "enumerate" and binding.path[:1] == (0,)
+
+
+def _scalar_suffix(
+    provenance: Provenance,
+    left: cst.BaseExpression,
+    right: cst.BaseExpression,
+    reflected: bool = True,
+) -> tuple[str, ...]:
+    """`[scalar]` for `tensor op number`, `[rscalar]` for `number op tensor`."""
+    if _is_python_number(provenance, right) and not _is_python_number(provenance, left):
+        return ("[scalar]",)
+    if reflected and _is_python_number(provenance, left):
+        return ("[rscalar]",)
+    return ()
+
+
+def _call_suffix(provenance: Provenance, node: cst.Call, frame: _Frame) -> tuple[str, ...]:
+    """The op-table variants a call may be, most specific first: `[dim]` for reductions over
+    a dimension, `[scalar]` for a number operand, `[min]` for a one-sided clamp."""
+    positional = [arg.value for arg in node.args if arg.keyword is None]
+    keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
+    method = isinstance(node.func, cst.Attribute) and not isinstance(
+        provenance.analysis.qualified_name(node.func), str
+    )
+    operands = positional if method else positional[1:]
+    suffixes = []
+    if "dim" in keywords or (operands and _is_python_int(provenance, operands[0])):
+        suffixes.append("[dim]")
+    if operands and _is_python_number(provenance, operands[0]):
+        suffixes.append("[scalar]")
+    if len(operands) == 1 and not _is_python_number(provenance, operands[0]):
+        suffixes.append("[other]")
+    if keywords == {"min"}:
+        suffixes.append("[min]")
+    return tuple(suffixes)
+
+
+def _index_suffix(provenance: Provenance, node: cst.Subscript, frame: _Frame) -> str:
+    """`operator.getitem` for basic indexing (numbers, slices, None, Ellipsis), which saves
+    nothing; `[mask]` / `[tensor-index]` for advanced indexing, which saves the index; `[?]`
+    (not in the table) when gradfix cannot tell."""
+    suffix = ""
+    for element in node.slice:
+        part = element.slice
+        if isinstance(part, cst.Slice):
+            continue
+        value = part.value
+        if isinstance(value, cst.Ellipsis) or (
+            isinstance(value, cst.Name) and value.value == "None"
+        ):
+            continue
+        if _is_python_int(provenance, value):
+            continue
+        if (
+            isinstance(value, cst.Comparison)
+            or isinstance(value, cst.UnaryOperation)
+            and (isinstance(value.operator, cst.BitInvert))
+        ):
+            suffix = "[mask]"
+        elif provenance.analysis.value_of(value).kind is Kind.TENSOR:
+            suffix = suffix or "[tensor-index]"
+        else:
+            return "[?]"
+    return suffix
+
+
+def _table_key(key: str | None, suffixes: tuple[str, ...]) -> str | None:
+    """The most specific variant of `key` the op table lists, else `key` itself."""
+    if key is None:
+        return None
+    for suffix in suffixes:
+        if saved_ops.op_saving(key + suffix) is not None:
+            return key + suffix
+    return key
+
+
+def _flattened(inputs: tuple[Origin, ...]) -> Iterator[Origin]:
+    """Arguments that are literal lists of tensors (`torch.cat([a, b])`) are their tensors."""
+    for origin in inputs:
+        literal = origin.kind is OriginKind.COLLECTION and all(
+            item.repeats_in is None for item in origin.inputs
+        )
+        if literal:
+            yield from (item.inputs[0] for item in origin.inputs)
+        else:
+            yield origin
+
+
+def _combined(grads: Iterator[Grad]) -> Grad:
+    result = Grad.FREE
+    for grad in grads:
+        result = result.combine(grad)
+    return result
+
+
+def _joined(grads: Iterator[Grad]) -> Grad:
+    result: Grad | None = None
+    for grad in grads:
+        result = grad if result is None else result.join(grad)
+    return result if result is not None else Grad.UNKNOWN

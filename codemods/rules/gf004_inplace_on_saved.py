@@ -1,0 +1,790 @@
+"""GF004: an in-place write to a tensor that autograd saved for backward.
+
+Detects in-place writes (`*_` methods such as `add_`, `masked_fill_`, `clamp_`, `normal_`;
+augmented assignment `y += eps`; index assignment `y[mask] = 0`; `out=` arguments;
+`F.relu(t, inplace=True)`, a module built with `inplace=True` called on `t`, or placed right
+after the layer that made `t` in an `nn.Sequential`) whose target shares storage and version
+counter (through names, views, `.detach()` and earlier in-place results, as provenance follows
+them) with a tensor an op saved for backward: its output (sigmoid, tanh, exp, softmax, ...) or
+one of its inputs (log, pow, `Linear`, a buffer multiplied with features that require grad), as
+the measured op table says. Backward then raises "one of the variables needed for gradient
+computation has been modified by an inplace operation".
+
+Safe when: the saving op ran in grad mode on inputs for which the table says it saves, the write
+runs after it with no backward in between (a write after the last backward is harmless), and the
+edit keeps every value the program computes. A leaf that requires grad written outside
+`no_grad` ("a leaf Variable that requires grad is being used in an in-place operation"), a saved
+parameter, and saves gradfix cannot undo with one edit are reported only: the fixes there are
+`with torch.no_grad():` and moving the update after backward, never cloning a parameter.
+
+Rewrites with the smallest edit: the out-of-place form at the write (`y = y + eps`,
+`y = y.clamp(min=0)`, `.masked_fill(...)`, `inplace=False`) when no other alias of the saved
+tensor is read afterwards; otherwise `.clone()` where the written alias is made: at the
+`.detach()` it was taken with (`d = y.detach().clone()`), at the op whose saved output it is
+(`y = torch.sigmoid(x).clone()`), or where the saving op reads a saved input
+(`q @ self.queue.T.clone()`). One finding per saved tensor, at the first write that breaks it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, replace
+from enum import Enum
+
+import libcst as cst
+
+from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
+from codemods.analysis.flows import is_load
+from codemods.analysis.index import ScopeNode
+from codemods.analysis.interpreter import target_key
+from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
+from codemods.findings import Tier
+from codemods.rules.base import Rule, RuleFinding
+
+_WRITE_TEXT = re.compile(r"\w_\(|[-+*/@]=|\]\s*=[^=]|inplace\s*=\s*True|\bout\s*=|ReLU\(True")
+_TORCH_TEXT = re.compile(r"\btorch\b|\bnn\.")
+_ERROR = (
+    '"one of the variables needed for gradient computation has been modified by an '
+    'inplace operation"'
+)
+_LEAF_ERROR = '"a leaf Variable that requires grad is being used in an in-place operation"'
+_AUGMENTED_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
+    cst.AddAssign: cst.Add,
+    cst.SubtractAssign: cst.Subtract,
+    cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide,
+    cst.FloorDivideAssign: cst.FloorDivide,
+    cst.ModuloAssign: cst.Modulo,
+    cst.PowerAssign: cst.Power,
+    cst.MatrixMultiplyAssign: cst.MatrixMultiply,
+}
+# Operator precedence, to parenthesise the right operand of `y = y <op> (value)` only when needed.
+_PRECEDENCE: dict[type[cst.BaseBinaryOp], int] = {
+    cst.Power: 4,
+    cst.Multiply: 3,
+    cst.Divide: 3,
+    cst.FloorDivide: 3,
+    cst.Modulo: 3,
+    cst.MatrixMultiply: 3,
+    cst.Add: 2,
+    cst.Subtract: 2,
+}
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
+_GRAPH_OPS = (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS)
+
+Storage = Hashable  # the base Origin, or (scope, key, reaching bindings) for a name-only tensor
+
+
+class WriteKind(Enum):
+    AUGMENTED = "augmented assignment"  # `y += v`
+    INDEX = "index assignment"  # `y[i] = v`, `y[i] += v`
+    METHOD = "in-place method"  # `y.add_(v)`
+    FLAG = "inplace=True"  # `F.relu(y, inplace=True)`, `self.act(y)` with `inplace=True`
+    OUT = "out= argument"  # `torch.exp(x, out=y)`
+
+
+@dataclass(frozen=True)
+class _Write:
+    node: cst.CSTNode  # what is reported: the statement or the call
+    target: cst.BaseExpression  # the tensor written
+    kind: WriteKind
+    call: cst.Call | None = None  # METHOD, FLAG, OUT: the writing call
+    flag: cst.Name | None = None  # FLAG: the `True` that makes it in place
+
+
+@dataclass(frozen=True)
+class _Alias:
+    """The storage an expression's value lives in, and the origins on the way to it."""
+
+    storage: Storage
+    base: Origin  # the evaluation that made the storage
+    steps: tuple[Origin, ...]  # from the expression's own origin down to `base`
+
+
+@dataclass(frozen=True)
+class _Saver:
+    origin: Origin  # the op that saved the storage
+    argument: cst.BaseExpression | None  # the input it saved; None when it saved its output
+
+
+@dataclass(frozen=True)
+class _Fix:
+    tier: Tier
+    advice: str
+    replacements: dict[cst.CSTNode, cst.CSTNode]
+
+
+class InplaceOnSaved(Rule):
+    code = "GF004"
+    name = "inplace-on-saved-tensor"
+    summary = "An in-place write changes a tensor autograd saved for backward"
+    explanation = (
+        "Autograd keeps some tensors for the backward pass: sigmoid, tanh, exp, relu and "
+        "softmax keep their output; log, pow, sin, Linear and conv keep their input; mul, div "
+        "and matmul keep each operand the other one needs (so a buffer multiplied with "
+        "features that require grad is kept too). Every tensor has a version counter that "
+        "in-place ops bump, shared by its views and by `.detach()`; when a saved tensor was "
+        "changed in place before backward, backward raises 'one of the variables needed for "
+        "gradient computation has been modified by an inplace operation'.\n\n"
+        "gradfix knows what each op saves from a table measured on PyTorch, follows the "
+        "written tensor through names, views and `.detach()` to what made it, and rewrites "
+        "with the smallest edit that keeps every computed value: the out-of-place form at "
+        "the write (`y = y + eps`, `y = y.clamp(min=0)`, `.masked_fill(...)`, "
+        "`inplace=False`) when no other alias of the saved tensor is read afterwards, "
+        "otherwise a `.clone()` where the written alias is made (`d = y.detach().clone()`, "
+        "`y = torch.sigmoid(x).clone()`) or where the saving op reads it "
+        "(`q @ self.queue.T.clone()`, as MoCo does).\n\n"
+        "Left alone: writes to outputs of ops that save nothing (`out += identity` after "
+        "batch norm, `bn(x).relu_()`, add, cat, views of a sum), clones, values made under "
+        "`no_grad`, writes after the last backward, `masked_fill_` on attention scores "
+        "before the softmax. Reported only: a leaf that requires grad written outside "
+        "`torch.no_grad()` (wrap the update in it) and a saved parameter (move the update "
+        "after backward); gradfix never clones a parameter and never writes `.data`."
+    )
+    example_before = (
+        "gate = torch.sigmoid(self.score(x))\ngate[gate < 0.3] = 0.0\nreturn self.head(x * gate)\n"
+    )
+    example_after = example_before.replace(
+        "torch.sigmoid(self.score(x))", "torch.sigmoid(self.score(x)).clone()"
+    )
+
+    def may_apply(self, text: str) -> bool:
+        return bool(_WRITE_TEXT.search(text) and _TORCH_TEXT.search(text))
+
+    def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
+        yield from _Checker(analysis).findings()
+
+
+class _Checker:
+    """One file's writes, judged against what its ops saved."""
+
+    def __init__(self, analysis: FileAnalysis) -> None:
+        self.analysis = analysis
+        self.provenance = Provenance(analysis)
+        self._aliases: dict[Origin, _Alias | None] = {}
+        self._ops: dict[ScopeNode, list[cst.CSTNode]] = {}
+        self._load_cache: dict[ScopeNode, list[cst.BaseExpression]] = {}
+        self._backwards: dict[ScopeNode, list[cst.CSTNode]] = {}
+
+    def findings(self) -> Iterator[RuleFinding]:
+        broken: set[Storage] = set()
+        for write in self._writes():
+            alias = self.alias_of(write.target)
+            if alias is None or alias.storage in broken:
+                continue
+            finding = self._judge(write, alias)
+            if finding is not None:
+                broken.add(alias.storage)
+                yield finding
+        for call in self.analysis.index.calls_by_name.get("Sequential", []):
+            yield from self._sequential(call)
+
+    # -- what it detects ----------------------------------------------------------------
+    def _writes(self) -> Iterator[_Write]:
+        for node in self.analysis.index.parents:  # source order
+            if isinstance(node, cst.AugAssign):
+                target = node.target
+                if isinstance(target, cst.Subscript):
+                    yield _Write(node, target.value, WriteKind.INDEX)
+                elif target_key(target) is not None:
+                    yield _Write(node, target, WriteKind.AUGMENTED)
+            elif isinstance(node, cst.Assign):
+                for assign_target in node.targets:
+                    if isinstance(assign_target.target, cst.Subscript):
+                        yield _Write(node, assign_target.target.value, WriteKind.INDEX)
+            elif isinstance(node, cst.Call):
+                yield from self._call_writes(node)
+
+    def _call_writes(self, call: cst.Call) -> Iterator[_Write]:
+        func = call.func
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        qualified = self.analysis.qualified_name(func)
+        if isinstance(func, cst.Attribute) and _writes_data(func.attr.value) and qualified is None:
+            yield _Write(call, func.value, WriteKind.METHOD, call)
+        flag = self._inplace_flag(call)
+        if flag is not None and positional:
+            yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
+        out = _keyword(call, "out")
+        if out is not None and qualified is not None and qualified.startswith("torch."):
+            yield _Write(call, out, WriteKind.OUT, call)
+
+    def _inplace_flag(self, call: cst.Call) -> cst.Name | None:
+        """The `True` that makes this functional, or the module it calls, work in place."""
+        qualified = self.analysis.qualified_name(call.func)
+        if qualified is not None and qualified.startswith("torch.nn.functional."):
+            return _flag_argument(call, qualified)
+        if self.analysis.value_of(call.func).kind is not Kind.PASSTHROUGH:
+            return None
+        constructor = self.provenance.module_constructor(call.func)
+        if constructor is None:
+            return None
+        return _flag_argument(constructor, self.analysis.qualified_name(constructor.func))
+
+    def _sequential(self, call: cst.Call) -> Iterator[RuleFinding]:
+        """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`: the in-place layer
+        overwrites the output the layer before it saved."""
+        if self.analysis.qualified_name(call.func) != "torch.nn.Sequential":
+            return
+        layers = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        for position in range(1, len(layers)):
+            layer, previous = layers[position], layers[position - 1]
+            if not isinstance(layer, cst.Call) or not isinstance(previous, cst.Call):
+                continue
+            flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
+            key = self.analysis.qualified_name(previous.func)
+            op = saved_ops.op_saving(key) if key is not None else None
+            if flag is None or op is None or not op.saves_output_when([True]):
+                continue
+            if not any(self._has_parameters(earlier) for earlier in layers[: position - 1]):
+                continue  # the saving layer's input may not require grad
+            message = (
+                f"`{self._code(layer)}` overwrites in place the output of the "
+                f"`{self._code(previous)}` before it, which autograd saved for backward: "
+                f"backward raises {_ERROR}. Use `inplace=False`."
+            )
+            yield RuleFinding(layer, message, Tier.SAFE, {flag: cst.Name("False")})
+
+    def _has_parameters(self, layer: cst.BaseExpression) -> bool:
+        if not isinstance(layer, cst.Call):
+            return False
+        name = self.analysis.qualified_name(layer.func) or ""
+        if name.startswith("torch.nn.") and name[len("torch.nn.") :][:1].isupper():
+            return name not in torch_api.PARAMETERLESS_MODULES
+        return isinstance(layer.func, cst.Name) and self.analysis.is_module_class(layer.func.value)
+
+    # -- which storage a value lives in ---------------------------------------------------
+    def alias_of(self, expression: cst.BaseExpression) -> _Alias | None:
+        return self._resolve(self.provenance.of(expression))
+
+    def _resolve(self, origin: Origin) -> _Alias | None:
+        """Follow views, `.detach()` and in-place results down to what made the storage."""
+        if origin in self._aliases:
+            return self._aliases[origin]
+        self._aliases[origin] = None  # a cycle resolves to nothing
+        resolved = self._resolve_uncached(origin)
+        self._aliases[origin] = resolved
+        return resolved
+
+    def _resolve_uncached(self, origin: Origin) -> _Alias | None:
+        if origin.kind is OriginKind.CHOICE:
+            alternatives = [o for o in origin.inputs if not self._carried_in_place(o)]
+            resolved = [self._resolve(o) for o in alternatives]
+            if not resolved or any(r is None for r in resolved):
+                return None
+            if len({r.storage for r in resolved if r is not None}) != 1:
+                return None
+            first = resolved[0]
+            assert first is not None
+            return replace(first, steps=(origin, *first.steps))
+        aliased = self._aliased_input(origin)
+        if aliased is not None:
+            inner = self._resolve(aliased)
+            return None if inner is None else replace(inner, steps=(origin, *inner.steps))
+        storage = self._storage_key(origin)
+        return None if storage is None else _Alias(storage, origin, (origin,))
+
+    def _aliased_input(self, origin: Origin) -> Origin | None:
+        """The input whose storage `origin`'s value shares (a view, `.detach()`, the result
+        of an in-place op), if any."""
+        if _is_detach(origin):
+            # Provenance ends a `.detach()` (no history), but it shares the version counter.
+            assert isinstance(origin.expression, cst.Call)
+            assert isinstance(origin.expression.func, cst.Attribute)
+            return self.provenance.of(origin.expression.func.value)
+        if origin.kind not in (OriginKind.OP, OriginKind.FORWARD) or not origin.inputs:
+            return None
+        call = origin.expression
+        if isinstance(call, cst.Call) and self._inplace_flag(call) is not None:
+            return origin.inputs[0]
+        op = saved_ops.op_saving(origin.key) if origin.key is not None else None
+        if op is None or op.view_of_input is None:
+            return None
+        inputs = self._tensor_inputs(origin)
+        if inputs is None or op.view_of_input >= len(inputs):
+            return None
+        return inputs[op.view_of_input][0]
+
+    def _carried_in_place(self, origin: Origin) -> bool:
+        """A value from the previous iteration that an augmented assignment (`w -= ...`)
+        made: in place, so the same storage as the other alternatives."""
+        if origin.kind is not OriginKind.CARRIED or origin.expression is None:
+            return False
+        statement = self.analysis.parent(origin.expression)
+        return isinstance(statement, cst.AugAssign) and statement.target is origin.expression
+
+    def _storage_key(self, origin: Origin) -> Storage | None:
+        if origin.kind is OriginKind.UNKNOWN:
+            # Known by name only (`self.queue`, a parameter): two reads under the same
+            # reaching bindings read the same object.
+            key = target_key(origin.expression) if origin.expression is not None else None
+            if key is None or not isinstance(origin.expression, cst.BaseExpression):
+                return None
+            scope = self.analysis.scope_of(origin.expression)
+            return (scope, key, self.provenance.reaching(key, origin.expression))
+        if origin.kind in (OriginKind.CARRIED, OriginKind.CHOICE, OriginKind.COLLECTION):
+            return None
+        return origin
+
+    def _tensor_inputs(self, origin: Origin) -> list[tuple[Origin, cst.BaseExpression]] | None:
+        """The op's tensor input positions, as the op table counts them (numbers, strings and
+        keyword arguments are not positions), with the expression passed at each."""
+        arguments = _argument_nodes(origin)
+        if arguments is None or len(arguments) != len(origin.inputs):
+            return None
+        return [
+            (inner, node)
+            for inner, (node, keyword) in zip(origin.inputs, arguments, strict=True)
+            if not keyword and not self._is_python_value(node)
+        ]
+
+    def _is_python_value(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, (cst.BaseString, cst.Integer, cst.Float)):
+            return True
+        if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
+            return True
+        return self.analysis.value_of(node).kind is Kind.NUMBER
+
+    def _requires_grad(self, origin: Origin, op: saved_ops.OpSaving) -> list[bool | None] | None:
+        """The requires-grad pattern of the op's tensor inputs, for the table."""
+        inputs = self._tensor_inputs(origin)
+        if inputs is None or len(inputs) > len(op.input_kinds):
+            return None
+        return [_requires(inner.grad) for inner, _ in inputs]
+
+    # -- who saved it -----------------------------------------------------------------------
+    def _output_saver(self, write: _Write, alias: _Alias) -> _Saver | None:
+        base = alias.base
+        if base.kind not in _GRAPH_OPS or base.grad is not Grad.ATTACHED or base.key is None:
+            return None
+        op = saved_ops.op_saving(base.key)
+        pattern = self._requires_grad(base, op) if op is not None else None
+        if op is None or pattern is None or not op.saves_output_when(pattern):
+            return None
+        if base.site is None or not self._saved_until(base.site, write, alias):
+            return None
+        return _Saver(base, None)
+
+    def _input_savers(self, write: _Write, alias: _Alias) -> list[_Saver]:
+        savers = []
+        for node in self._op_nodes(self.analysis.scope_of(write.node)):
+            if not self._saved_until(node, write, alias):
+                continue
+            origin = self.provenance.of(node)
+            if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
+                continue
+            op = saved_ops.op_saving(origin.key) if origin.key is not None else None
+            inputs = self._tensor_inputs(origin)
+            pattern = self._requires_grad(origin, op) if op is not None else None
+            if op is None or inputs is None or pattern is None:
+                continue
+            for position, (inner, argument) in enumerate(inputs):
+                resolved = self._resolve(inner)
+                if resolved is None or resolved.storage != alias.storage:
+                    continue
+                if op.saves_input(position, pattern):
+                    savers.append(_Saver(origin, argument))
+        return savers
+
+    def _saved_until(self, node: cst.CSTNode, write: _Write, alias: _Alias) -> bool:
+        """Whether what `node` evaluates (and saves) is still needed when `write` runs: it
+        runs before the write, with no backward in between."""
+        scope = self.analysis.scope_of(write.node)
+        if self.analysis.scope_of(node) is not scope:
+            return False
+        node_statement = self.provenance.statement_of(node)
+        write_statement = self.provenance.statement_of(write.node)
+        if node_statement is None or write_statement is None:
+            return False
+        order = self.provenance.bindings(scope).order
+        backwards = [order[b] for b in self._backward_statements(scope)]
+        first, last = order[node_statement], order[write_statement]
+        if first < last or (first == last and self._evaluated_before(node, write)):
+            return not any(first < b < last for b in backwards)
+        loop = self._common_loop(node, write.node)
+        if loop is None or evaluated_in(alias.base, loop, self.analysis):
+            return False
+        # The write runs again in the next iteration, after `node` in this one.
+        inside = [b for b in self._backward_statements(scope) if self.analysis.contains(loop, b)]
+        return not any(order[b] > first or order[b] < last for b in inside)
+
+    def _evaluated_before(self, node: cst.CSTNode, write: _Write) -> bool:
+        """Within one statement: the write's own operands run before it, and so does what
+        stands to its left; what encloses it runs after."""
+        if node is write.node or self.analysis.contains(node, write.node):
+            return False
+        if self.analysis.contains(write.node, node):
+            return True
+        return self.analysis.index.end[node] <= self.analysis.index.start[write.node]
+
+    def _common_loop(self, first: cst.CSTNode, second: cst.CSTNode) -> cst.For | cst.While | None:
+        around = self.analysis.enclosing_loops(second)
+        return next((loop for loop in self.analysis.enclosing_loops(first) if loop in around), None)
+
+    def _op_nodes(self, scope: ScopeNode) -> list[cst.CSTNode]:
+        if scope not in self._ops:
+            self._ops[scope] = [
+                node
+                for node in self.analysis.index.parents
+                if isinstance(node, (cst.Call, cst.BinaryOperation))
+                and self.analysis.scope_of(node) is scope
+            ]
+        return self._ops[scope]
+
+    def _backward_statements(self, scope: ScopeNode) -> list[cst.CSTNode]:
+        if scope not in self._backwards:
+            statements = []
+            for node in self._op_nodes(scope):
+                if isinstance(node, cst.Call) and self._is_backward(node):
+                    statement = self.provenance.statement_of(node)
+                    if statement is not None:
+                        statements.append(statement)
+            self._backwards[scope] = statements
+        return self._backwards[scope]
+
+    def _is_backward(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            return True
+        return self.analysis.qualified_name(func) in torch_api.AUTOGRAD_FUNCTIONS
+
+    # -- judging one write ------------------------------------------------------------------
+    def _judge(self, write: _Write, alias: _Alias) -> RuleFinding | None:
+        if self._is_leaf(alias.base) and self.analysis.grad_enabled(write.node):
+            message = (
+                f"`{self._code(write.node)}` writes in place into a leaf tensor that requires "
+                f"grad, outside `torch.no_grad()`: PyTorch raises {_LEAF_ERROR}. Wrap the "
+                "update in `with torch.no_grad():` (rebinding the name instead would stop "
+                "training that tensor)."
+            )
+            return RuleFinding(write.node, message, Tier.REPORT)
+        output_saver = self._output_saver(write, alias)
+        input_savers = self._input_savers(write, alias)
+        if output_saver is None and not input_savers:
+            return None
+        saved = self._what_was_saved(alias, output_saver, input_savers)
+        message = (
+            f"`{self._code(write.node)}` writes in place into {saved}, which autograd saved "
+            f"for backward: backward raises {_ERROR}."
+        )
+        fix = self._fix(write, alias, output_saver, input_savers)
+        return RuleFinding(write.node, f"{message} {fix.advice}", fix.tier, fix.replacements)
+
+    def _is_leaf(self, base: Origin) -> bool:
+        if base.kind is OriginKind.LEAF:
+            return True
+        # `for p in model.parameters(): p -= lr * p.grad`
+        if base.kind is not OriginKind.ELEMENT or not base.inputs:
+            return False
+        iterable = base.inputs[0].expression
+        return (
+            isinstance(iterable, cst.Call)
+            and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value == "parameters"
+        )
+
+    def _what_was_saved(
+        self, alias: _Alias, output_saver: _Saver | None, input_savers: list[_Saver]
+    ) -> str:
+        if output_saver is not None:
+            return f"the output of `{self._op_name(output_saver.origin)}`"
+        saver = input_savers[0]
+        return (
+            f"`{self._code(saver.argument)}`, an input of `{self._code(saver.origin.expression)}`"
+        )
+
+    def _op_name(self, origin: Origin) -> str:
+        expression = origin.expression
+        if isinstance(expression, cst.Call):
+            return self._code(expression.func)
+        return origin.key or self._code(expression)
+
+    # -- how it rewrites ------------------------------------------------------------------
+    def _fix(
+        self,
+        write: _Write,
+        alias: _Alias,
+        output_saver: _Saver | None,
+        input_savers: list[_Saver],
+    ) -> _Fix:
+        if self._is_leaf(alias.base) or self._is_parameter(alias):
+            return _Fix(Tier.REPORT, "It is a parameter: update it after backward instead.", {})
+        out_of_place = self._out_of_place(write, alias)
+        if out_of_place is not None:
+            return out_of_place
+        if output_saver is not None and input_savers:
+            return _Fix(
+                Tier.REPORT,
+                "Several ops saved it; compute the new value out of place instead.",
+                {},
+            )
+        if output_saver is not None:
+            return self._clone_where_made(alias)
+        return self._clone_where_read(alias, input_savers)
+
+    def _out_of_place(self, write: _Write, alias: _Alias) -> _Fix | None:
+        """`y = y + eps`, `y = y.clamp(...)`, `.masked_fill(...)`, `inplace=False`: only when
+        nothing reads the saved tensor through another alias afterwards."""
+        parent = self.analysis.parent(write.node)
+        rebinds = write.kind is WriteKind.AUGMENTED or (
+            write.kind is WriteKind.METHOD
+            and isinstance(parent, cst.Expr)
+            and target_key(write.target) is not None
+        )
+        rebound = target_key(write.target) if rebinds else None
+        if self._other_alias_read_after(write, alias, rebound):
+            return None
+        if write.kind is WriteKind.FLAG and write.flag is not None:
+            if isinstance(parent, cst.Expr):
+                return None  # the result is dropped: the write itself is the point
+            return _Fix(Tier.SAFE, "Use `inplace=False`.", {write.flag: cst.Name("False")})
+        if isinstance(write.node, cst.AugAssign):
+            assign = _assignment_of(write.node)
+            return _Fix(
+                Tier.SAFE,
+                f"Compute it out of place: `{self._code(assign)}`.",
+                {write.node: assign},
+            )
+        call = write.call
+        if write.kind is not WriteKind.METHOD or call is None:
+            return None
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        if func.attr.value not in torch_api.INPLACE_METHODS_WITH_TWIN:
+            return None
+        twin = call.with_changes(func=func.with_changes(attr=cst.Name(func.attr.value[:-1])))
+        if isinstance(parent, cst.Expr):
+            if rebound is None:
+                return None
+            assign = cst.Assign(
+                targets=[cst.AssignTarget(target=write.target.deep_clone())],
+                value=twin,
+                semicolon=parent.semicolon,
+            )
+            return _Fix(
+                Tier.SAFE, f"Compute it out of place: `{self._code(assign)}`.", {parent: assign}
+            )
+        advice = f"Use the out-of-place `.{func.attr.value[:-1]}(...)`."
+        return _Fix(Tier.SAFE, advice, {func: twin.func})
+
+    def _other_alias_read_after(self, write: _Write, alias: _Alias, rebound: str | None) -> bool:
+        """Whether a read after the write sees the saved tensor other than through the
+        write's own result (or the name the out-of-place form rebinds)."""
+        result = self.provenance.of(write.call) if write.call is not None else None
+        for load in self._loads(self.analysis.scope_of(write.node)):
+            if rebound is not None and target_key(load) == rebound:
+                continue
+            if not self._read_after(load, write, alias):
+                continue
+            resolved = self.alias_of(load)
+            if resolved is None or resolved.storage != alias.storage:
+                continue
+            if result is None or result not in resolved.steps:
+                return True
+        return False
+
+    def _read_after(self, load: cst.BaseExpression, write: _Write, alias: _Alias) -> bool:
+        scope = self.analysis.scope_of(write.node)
+        order = self.provenance.bindings(scope).order
+        load_statement = self.provenance.statement_of(load)
+        write_statement = self.provenance.statement_of(write.node)
+        if load_statement is None or write_statement is None:
+            return False
+        if order[load_statement] > order[write_statement]:
+            return True
+        if load_statement is write_statement:
+            index = self.analysis.index
+            return index.start[load] >= index.end[write.node]
+        loop = self._common_loop(load, write.node)
+        return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
+
+    def _loads(self, scope: ScopeNode) -> list[cst.BaseExpression]:
+        if scope not in self._load_cache:
+            names: list[cst.BaseExpression] = [
+                name for nodes in self.analysis.index.names[scope].values() for name in nodes
+            ]
+            info = self.analysis.class_of(scope)
+            if info is not None:
+                names += [
+                    attribute
+                    for nodes in self.analysis.index.self_attributes[info.name].values()
+                    for attribute in nodes
+                    if self.analysis.scope_of(attribute) is scope
+                ]
+            self._load_cache[scope] = [n for n in names if is_load(self.analysis, n)]
+        return self._load_cache[scope]
+
+    def _clone_where_made(self, alias: _Alias) -> _Fix:
+        """Clone the alias the write goes through where it is bound: at its `.detach()`
+        (the copy the code meant to take), else at the op whose output was saved."""
+        detach = next((step for step in alias.steps if _is_detach(step)), None)
+        made = detach or alias.base
+        binding = self.provenance.binding_of(made)
+        if (
+            binding is None
+            or binding.path
+            or binding.value is not made.expression
+            or made.site is not made.expression
+        ):
+            return _Fix(
+                Tier.REPORT,
+                "Clone it where it is made, or compute the new value out of place.",
+                {},
+            )
+        expression = binding.value
+        assert isinstance(expression, cst.BaseExpression)
+        cloned = _cloned(expression)
+        return _Fix(
+            Tier.SAFE,
+            f"Clone it where it is bound: `{binding.key} = {self._code(cloned)}`.",
+            {expression: cloned},
+        )
+
+    def _clone_where_read(self, alias: _Alias, savers: list[_Saver]) -> _Fix:
+        """Let each saving op save a copy: `q @ self.queue.T.clone()`."""
+        if not self._clonable(alias):
+            return _Fix(
+                Tier.REPORT,
+                "Clone it where the op reads it, unless it is a parameter; or write after "
+                "backward.",
+                {},
+            )
+        replacements: dict[cst.CSTNode, cst.CSTNode] = {}
+        for saver in savers:
+            if saver.argument is not None and saver.argument not in replacements:
+                replacements[saver.argument] = _cloned(saver.argument)
+        shown = ", ".join(f"`{self._code(c)}`" for c in replacements.values())
+        return _Fix(Tier.SAFE, f"Let the op save a copy: {shown}.", replacements)
+
+    def _clonable(self, alias: _Alias) -> bool:
+        """Proven not a parameter: made by an op or a factory here, or a registered buffer."""
+        base = alias.base
+        if base.kind in (*_GRAPH_OPS, OriginKind.DATA):
+            return True
+        key = target_key(base.expression) if base.expression is not None else None
+        if base.kind is not OriginKind.UNKNOWN or key is None or not key.startswith("self."):
+            return False
+        info = self.analysis.class_of(self.analysis.scope_of(base.expression))
+        return info is not None and key[5:] in self._buffers(info.node)
+
+    def _buffers(self, class_node: cst.ClassDef) -> set[str]:
+        names = set()
+        for call in self.analysis.index.calls_by_name.get("register_buffer", []):
+            if not self.analysis.contains(class_node, call) or not call.args:
+                continue
+            name = call.args[0].value
+            if isinstance(name, cst.SimpleString):
+                evaluated = name.evaluated_value
+                if isinstance(evaluated, str):
+                    names.add(evaluated)
+        return names
+
+    def _is_parameter(self, alias: _Alias) -> bool:
+        base = alias.base
+        if base.kind is not OriginKind.UNKNOWN or not isinstance(base.expression, cst.Attribute):
+            return False
+        return self.analysis.value_of(base.expression).evidence == "it is a parameter"
+
+    def _code(self, node: cst.CSTNode | None) -> str:
+        if node is None:
+            return ""
+        text = self.analysis.module.code_for_node(node).strip()
+        return text if len(text) <= 80 else text[:77] + "..."
+
+
+# -- syntax helpers ----------------------------------------------------------------------------
+def _writes_data(method: str) -> bool:
+    return (
+        method.endswith("_")
+        and not method.startswith("_")
+        and method not in torch_api.NON_WRITING_UNDERSCORE_METHODS
+    )
+
+
+def _is_detach(origin: Origin) -> bool:
+    call = origin.expression
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "detach"
+        and not call.args
+    )
+
+
+def _flag_argument(call: cst.Call, qualified: str | None) -> cst.Name | None:
+    """The literal `True` passed as `inplace` (by keyword, or at its known position)."""
+    flag = _keyword(call, "inplace")
+    if flag is None and qualified in torch_api.INPLACE_FLAG_POSITION:
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        position = torch_api.INPLACE_FLAG_POSITION[qualified]
+        flag = positional[position] if position < len(positional) else None
+    if isinstance(flag, cst.Name) and flag.value == "True":
+        return flag
+    return None
+
+
+def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def _argument_nodes(origin: Origin) -> list[tuple[cst.BaseExpression, bool]] | None:
+    """The expressions provenance made `origin.inputs` from, each with whether it was passed
+    by keyword."""
+    node = origin.expression
+    if isinstance(node, cst.BinaryOperation):
+        return [(node.left, False), (node.right, False)]
+    if isinstance(node, cst.UnaryOperation):
+        return [(node.expression, False)]
+    if isinstance(node, (cst.Subscript, cst.Attribute)):
+        return [(node.value, False)]
+    if isinstance(node, cst.AugAssign):
+        return [(node.target, False), (node.value, False)]
+    if not isinstance(node, cst.Call):
+        return None
+    arguments = [(arg.value, arg.keyword is not None) for arg in node.args]
+    method = origin.key is not None and origin.key.startswith("Tensor.")
+    if method and isinstance(node.func, cst.Attribute):
+        return [(node.func.value, False), *arguments]
+    return arguments
+
+
+def _requires(grad: Grad) -> bool | None:
+    if grad is Grad.ATTACHED:
+        return True
+    if grad is Grad.FREE:
+        return False
+    return None
+
+
+def _cloned(expression: cst.BaseExpression) -> cst.Call:
+    if not isinstance(expression, _ATOMS):
+        expression = _parenthesized(expression)
+    return cst.Call(func=cst.Attribute(value=expression, attr=cst.Name("clone")))
+
+
+def _assignment_of(statement: cst.AugAssign) -> cst.Assign:
+    """`y += v` as `y = y + v` (parenthesising `v` where precedence needs it)."""
+    operator = _AUGMENTED_TO_BINARY[type(statement.operator)]()
+    value = statement.value
+    if isinstance(value, cst.BinaryOperation):
+        inner = _PRECEDENCE.get(type(value.operator), 0)
+        if inner <= _PRECEDENCE.get(type(operator), 0):
+            value = _parenthesized(value)
+    elif not isinstance(value, (*_ATOMS, cst.UnaryOperation)):
+        value = _parenthesized(value)
+    return cst.Assign(
+        targets=[cst.AssignTarget(target=statement.target)],
+        value=cst.BinaryOperation(
+            left=statement.target.deep_clone(), operator=operator, right=value
+        ),
+        semicolon=statement.semicolon,
+    )
+
+
+def _parenthesized(expression: cst.BaseExpression) -> cst.BaseExpression:
+    if expression.lpar:
+        return expression
+    return expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from engine_fakes import install
+
+from codemods import engine
+from codemods.engine import ErrorKind, FileTask, Mode, process_bytes, process_file, run
+
+ALL = frozenset({"GF001", "GF002", "GF003"})
+
+
+@pytest.fixture(autouse=True)
+def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch)
+
+
+def tasks(*paths: Path) -> list[FileTask]:
+    return [FileTask(path, ALL) for path in paths]
+
+
+def test_check_reports_and_writes_nothing(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("x = BUG_SAFE\ny = BUG_REPORT\n")
+    (result,) = run(tasks(a), Mode.CHECK, jobs=1)
+    assert [(f.rule, f.line, f.column) for f in result.findings] == [
+        ("GF001", 1, 5),
+        ("GF003", 2, 5),
+    ]
+    assert not result.changed and result.error is None
+    assert a.read_text() == "x = BUG_SAFE\ny = BUG_REPORT\n"
+
+
+def test_fix_writes_and_reports_what_is_left(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("x = BUG_SAFE\n\ny = BUG_UNSAFE\n")
+    (result,) = run(tasks(a), Mode.FIX, jobs=1)
+    assert a.read_text() == "x = OK_SAFE\n\ny = BUG_UNSAFE\n"
+    assert result.changed
+    assert [f.rule for f in result.fixed] == ["GF001"]
+    assert [f.rule for f in result.findings] == ["GF002"]
+    assert result.source is None and result.new_source is None  # nothing shipped back
+
+    (result,) = run(tasks(a), Mode.FIX, unsafe_fixes=True, jobs=1)
+    assert a.read_text() == "x = OK_SAFE\n\ny = OK_UNSAFE\n"
+    assert result.findings == ()
+
+
+def test_diff_mode_writes_nothing_and_returns_both_versions(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_bytes(b"x = BUG_SAFE\n")
+    (result,) = run(tasks(a), Mode.DIFF, jobs=1)
+    assert a.read_bytes() == b"x = BUG_SAFE\n"
+    assert result.changed
+    assert result.source == b"x = BUG_SAFE\n"
+    assert result.new_source == b"x = OK_SAFE\n"
+
+
+def test_unchanged_files_are_not_rewritten(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("x = BUG_REPORT\n")
+    before = a.stat()
+    (result,) = run(tasks(a), Mode.FIX, jobs=1)
+    assert not result.changed
+    after = a.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_atomic_write_keeps_the_mode_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("x = BUG_SAFE\n")
+    a.chmod(0o751)
+    run_results = list(run(tasks(a), Mode.FIX, jobs=1))
+    assert run_results[0].changed
+    assert stat.S_IMODE(a.stat().st_mode) == 0o751
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symbolic links here")
+def test_fix_through_a_symlink_rewrites_the_target(tmp_path: Path) -> None:
+    target = tmp_path / "real.py"
+    target.write_text("x = BUG_SAFE\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    list(run(tasks(link), Mode.FIX, jobs=1))
+    assert link.is_symlink()
+    assert target.read_text() == "x = OK_SAFE\n"
+
+
+def test_write_failure_is_reported_and_the_file_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("x = BUG_SAFE\n")
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    (result,) = run(tasks(a), Mode.FIX, jobs=1)
+    assert result.error is not None and result.error.kind is ErrorKind.WRITE
+    assert "Permission denied" in result.error.message
+    assert a.read_text() == "x = BUG_SAFE\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+
+
+def test_an_exception_only_affects_its_file(tmp_path: Path) -> None:
+    files = []
+    for name, body in [("a.py", "BUG_SAFE\n"), ("b.py", "CRASH_ME\n"), ("c.py", "BUG_SAFE\n")]:
+        (tmp_path / name).write_text(body)
+        files.append(tmp_path / name)
+    results = list(run(tasks(*files), Mode.FIX, jobs=1))
+    assert [r.path.name for r in results] == ["a.py", "b.py", "c.py"]
+    crashed = results[1].error
+    assert crashed is not None and crashed.kind is ErrorKind.INTERNAL
+    assert "RuntimeError: boom" in crashed.message
+    assert "left unchanged" in crashed.message
+    assert (tmp_path / "a.py").read_text() == "OK_SAFE\n"
+    assert (tmp_path / "c.py").read_text() == "OK_SAFE\n"
+
+
+def test_parse_errors_carry_their_position(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("SYNTAX_ERROR\n")
+    (result,) = run(tasks(a), Mode.CHECK, jobs=1)
+    assert result.error == engine.FileError(ErrorKind.PARSE, "expected ':'", 3, 7)
+
+
+def test_unreadable_file_is_an_error(tmp_path: Path) -> None:
+    result = process_file(FileTask(tmp_path / "gone.py", ALL), Mode.CHECK)
+    assert result.error is not None and result.error.kind is ErrorKind.READ
+
+
+def test_fixed_code_that_does_not_parse_is_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("x = BUG_SAFE\n")
+    original = engine.pipeline.process_source
+
+    def broken_fix(
+        source: bytes, options: engine.pipeline.RunOptions
+    ) -> engine.pipeline.SourceResult:
+        result = original(source, options)
+        if result.new_source is not None:
+            result.new_source += b"SYNTAX_ERROR\n"
+        return result
+
+    monkeypatch.setattr(engine.pipeline, "process_source", broken_fix)
+    (result,) = run(tasks(a), Mode.FIX, jobs=1)
+    assert result.error is not None and result.error.kind is ErrorKind.INTERNAL
+    assert "would not parse" in result.error.message
+    assert a.read_text() == "x = BUG_SAFE\n"
+
+
+def test_process_bytes_never_writes(tmp_path: Path) -> None:
+    path = tmp_path / "stdin.py"
+    result = process_bytes(path, b"BUG_SAFE\n", ALL, Mode.FIX)
+    assert result.new_source == b"OK_SAFE\n"
+    assert not path.exists()
+
+
+def test_selection_is_per_file(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("BUG_SAFE\nBUG_REPORT\n")
+    (result,) = run([FileTask(a, frozenset({"GF003"}))], Mode.CHECK, jobs=1)
+    assert [f.rule for f in result.findings] == ["GF003"]
+
+
+def test_worker_pool_keeps_the_input_order(tmp_path: Path) -> None:
+    # Workers run the real pipeline, which these plain files give nothing to report.
+    files = []
+    for i in reversed(range(40)):
+        path = tmp_path / f"m{i:02}.py"
+        path.write_text(f"value = {i}\n")
+        files.append(path)
+    results = list(run(tasks(*files), Mode.FIX, jobs=2))
+    assert [r.path for r in results] == files
+    assert all(r.error is None and not r.changed for r in results)

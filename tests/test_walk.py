@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from codemods.walk import IgnoreFile, PathNotFoundError, python_files
+
+
+def make(root: Path, *names: str) -> None:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+
+
+def rel(root: Path, files: list[Path]) -> list[str]:
+    return [f.relative_to(root).as_posix() for f in files]
+
+
+def test_walks_in_sorted_order_and_only_python_files(tmp_path: Path) -> None:
+    make(tmp_path, "b.py", "a.py", "pkg/z.py", "pkg/sub/m.py", "notes.txt", "pkg/data.json")
+    assert rel(tmp_path, python_files([tmp_path])) == ["a.py", "b.py", "pkg/sub/m.py", "pkg/z.py"]
+
+
+def test_keeps_the_path_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make(tmp_path, "src/a.py")
+    monkeypatch.chdir(tmp_path)
+    assert python_files([Path("src")]) == [Path("src/a.py")]
+
+
+def test_skips_tool_directories_and_virtualenvs(tmp_path: Path) -> None:
+    make(
+        tmp_path,
+        "keep.py",
+        ".git/hook.py",
+        "__pycache__/c.py",
+        "build/b.py",
+        "dist/d.py",
+        "node_modules/n.py",
+        ".venv/lib/v.py",
+        "venv/lib/v.py",
+        ".tox/t.py",
+        ".gradfix_cache/g.py",
+        "myenv/lib/site.py",
+        "env/ok.py",
+    )
+    (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr\n")
+    assert rel(tmp_path, python_files([tmp_path])) == ["env/ok.py", "keep.py"]
+
+
+def test_explicit_paths_are_always_processed(tmp_path: Path) -> None:
+    make(tmp_path, "build/b.py", "build/gen/c.py", "ignored.py", "script")
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    explicit = [tmp_path / "build", tmp_path / "ignored.py", tmp_path / "script"]
+    assert rel(tmp_path, python_files(explicit)) == [
+        "build/b.py",
+        "build/gen/c.py",
+        "ignored.py",
+        "script",
+    ]
+
+
+def test_gitignore_nested_and_negated(tmp_path: Path) -> None:
+    make(
+        tmp_path,
+        "a.py",
+        "gen_a.py",
+        "out/x.py",
+        "pkg/gen_keep.py",
+        "pkg/local.py",
+        "pkg/deep/local.py",
+        "pkg/deep/other.py",
+    )
+    (tmp_path / ".gitignore").write_text("gen_*.py\nout/\n")
+    (tmp_path / "pkg" / ".gitignore").write_text("!gen_keep.py\n/local.py\n")
+    assert rel(tmp_path, python_files([tmp_path])) == [
+        "a.py",
+        "pkg/deep/local.py",
+        "pkg/deep/other.py",
+        "pkg/gen_keep.py",
+    ]
+
+
+def test_gitignore_of_parent_directories_inside_a_git_work_tree(tmp_path: Path) -> None:
+    make(tmp_path, "src/a.py", "src/skip_me.py")
+    (tmp_path / ".gitignore").write_text("skip_me.py\n")
+    assert rel(tmp_path, python_files([tmp_path / "src"])) == ["src/a.py", "src/skip_me.py"]
+    (tmp_path / ".git").mkdir()
+    assert rel(tmp_path, python_files([tmp_path / "src"])) == ["src/a.py"]
+
+
+def test_exclude_patterns_are_gitignore_style(tmp_path: Path) -> None:
+    make(tmp_path, "a.py", "x_pb2.py", "gen/g.py", "sub/gen/h.py", "sub/only/o.py")
+    excludes = [IgnoreFile.from_lines(tmp_path, ["*_pb2.py", "/gen/", "sub/only"])]
+    assert rel(tmp_path, python_files([tmp_path], excludes)) == ["a.py", "sub/gen/h.py"]
+
+
+def test_exclude_patterns_apply_relative_to_a_root_outside_their_base(tmp_path: Path) -> None:
+    make(tmp_path, "project/gen/g.py", "project/a.py")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    excludes = [IgnoreFile.from_lines(elsewhere, ["/gen/"])]
+    project = tmp_path / "project"
+    assert rel(project, python_files([project], excludes)) == ["a.py"]
+
+
+def test_each_file_once(tmp_path: Path) -> None:
+    make(tmp_path, "a.py", "b.py")
+    files = python_files([tmp_path / "b.py", tmp_path, tmp_path / "a.py"])
+    assert rel(tmp_path, files) == ["b.py", "a.py"]
+
+
+def test_missing_path_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(PathNotFoundError, match=r"nope\.py: no such file or directory"):
+        python_files([tmp_path / "nope.py"])
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symbolic links here")
+def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:
+    make(tmp_path, "real/a.py")
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert rel(tmp_path, python_files([tmp_path])) == ["real/a.py"]

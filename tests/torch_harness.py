@@ -1,0 +1,338 @@
+"""Fixture discovery and the torch side of the fixture tests.
+
+A fixture is a directory `tests/fixtures/<RULE>/<case>/` holding `before.py`, `case.toml` and,
+for cases gradfix rewrites, `after.py` (see tests/fixtures/README.md). This module loads them and
+runs their scripts in-process under torch, so that torch is imported once for the whole suite.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import re
+import runpy
+import sys
+import time
+import traceback
+import types
+import warnings
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import torch
+from torch import nn
+
+FIXTURES_DIR = Path(__file__).parent / "fixtures"
+
+SYMPTOMS = frozenset({"grad_fn", "error", "none"})
+TIERS = frozenset({"safe", "unsafe", "report"})
+_FINDING_RE = re.compile(r"^(?P<rule>GF\d{3}):(?P<line>[1-9]\d*):(?P<tier>[a-z]+)$")
+_TOP_KEYS = frozenset({"description", "findings", "run"})
+_RUN_KEYS = frozenset({"symptom", "probe", "error", "same_result"})
+
+# A fixture script should take well under a second; this only catches runaway scripts.
+MAX_SCRIPT_SECONDS = 10.0
+# Emitted by torch when a requires-grad tensor is converted to a Python scalar (`float(loss)`).
+SCALAR_WARNING = "requires_grad=True to a scalar"
+
+
+class FixtureError(ValueError):
+    """A fixture directory or its case.toml is malformed."""
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    name: str
+    directory: Path
+    description: str
+    findings: tuple[str, ...]  # "RULE:LINE:TIER", sorted
+    symptom: str
+    probe: str | None = None
+    error: str | None = None
+    same_result: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule}/{self.name}"
+
+    @property
+    def before_path(self) -> Path:
+        return self.directory / "before.py"
+
+    @property
+    def after_path(self) -> Path | None:
+        path = self.directory / "after.py"
+        return path if path.exists() else None
+
+    @property
+    def reference_path(self) -> Path | None:
+        """A hand-written correct version that `same_result` compares the fixed script with."""
+        path = self.directory / "reference.py"
+        return path if path.exists() else None
+
+    @property
+    def is_fix(self) -> bool:
+        return self.after_path is not None
+
+    def expected_source(self) -> bytes:
+        """What `gradfix fix` (safe fixes only) must turn before.py into."""
+        return (self.after_path or self.before_path).read_bytes()
+
+    def tiers(self) -> set[str]:
+        return {finding.rsplit(":", 1)[1] for finding in self.findings}
+
+
+def load_case(directory: Path) -> Case:
+    rule, name = directory.parent.name, directory.name
+    toml_path = directory / "case.toml"
+    if not (directory / "before.py").is_file():
+        raise FixtureError(f"{directory}: missing before.py")
+    if not toml_path.is_file():
+        raise FixtureError(f"{directory}: missing case.toml")
+    data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise FixtureError(f"{toml_path}: unknown keys {sorted(unknown)}")
+    run = data.get("run", {})
+    unknown = set(run) - _RUN_KEYS
+    if unknown:
+        raise FixtureError(f"{toml_path}: unknown [run] keys {sorted(unknown)}")
+
+    description = data.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise FixtureError(f"{toml_path}: `description` must be a non-empty string")
+    findings = data.get("findings")
+    if not isinstance(findings, list) or not all(isinstance(f, str) for f in findings):
+        raise FixtureError(f"{toml_path}: `findings` must be a list of strings")
+    for finding in findings:
+        match = _FINDING_RE.match(finding)
+        if not match or match["tier"] not in TIERS:
+            raise FixtureError(f"{toml_path}: bad finding {finding!r} (want RULE:LINE:TIER)")
+
+    symptom = run.get("symptom")
+    if symptom not in SYMPTOMS:
+        raise FixtureError(f"{toml_path}: [run] symptom must be one of {sorted(SYMPTOMS)}")
+    if symptom == "grad_fn" and not run.get("probe"):
+        raise FixtureError(f"{toml_path}: symptom 'grad_fn' needs a probe")
+    if symptom == "error" and not run.get("error"):
+        raise FixtureError(f"{toml_path}: symptom 'error' needs an error substring")
+    has_reference = (directory / "reference.py").is_file()
+    if symptom == "error" and run.get("same_result") and not has_reference:
+        raise FixtureError(
+            f"{toml_path}: before.py raises, so same_result needs a reference.py to compare with"
+        )
+    if has_reference and not run.get("same_result"):
+        raise FixtureError(f"{toml_path}: reference.py is only read through same_result")
+    return Case(
+        rule=rule,
+        name=name,
+        directory=directory,
+        description=description,
+        findings=tuple(sorted(findings)),
+        symptom=symptom,
+        probe=run.get("probe"),
+        error=run.get("error"),
+        same_result=run.get("same_result"),
+    )
+
+
+def discover_case_dirs(root: Path = FIXTURES_DIR) -> list[Path]:
+    """Every `<root>/<RULE>/<case>/` directory, sorted by rule then case name."""
+    return [
+        case_dir
+        for rule_dir in sorted(root.iterdir())
+        if rule_dir.is_dir() and re.fullmatch(r"GF\d{3}", rule_dir.name)
+        for case_dir in sorted(rule_dir.iterdir())
+        if case_dir.is_dir() and not case_dir.name.startswith((".", "_"))
+    ]
+
+
+def case_id(directory: Path) -> str:
+    return f"{directory.parent.name}/{directory.name}"
+
+
+def discover_cases(root: Path = FIXTURES_DIR) -> list[Case]:
+    """Every case, loaded; raises FixtureError on the first malformed one."""
+    return [load_case(case_dir) for case_dir in discover_case_dirs(root)]
+
+
+# --- running a fixture script -------------------------------------------------------------
+
+
+@dataclass
+class ScriptRun:
+    path: Path
+    namespace: dict[str, Any] = field(default_factory=dict)  # the script's globals after it ran
+    exception: BaseException | None = None
+    traceback: str = ""
+    output: str = ""
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def check_clean(self) -> None:
+        assert self.exception is None, f"{self.path} raised:\n{self.traceback}\n{self.output}"
+
+    def evaluate(self, expression: str) -> Any:
+        return eval(expression, dict(self.namespace))
+
+
+def run_script(path: Path, workdir: Path) -> ScriptRun:
+    """Run `path` as `__main__` in this process, as `python path` would, in a fresh namespace.
+
+    Global state a script may touch (argv, cwd, RNG seeds, grad mode, default dtype) is reset
+    before and restored after, so scripts do not see each other.
+    """
+    result = ScriptRun(path=path)
+    saved_argv = sys.argv[:]
+    saved_cwd = os.getcwd()
+    saved_grad = torch.is_grad_enabled()
+    saved_dtype = torch.get_default_dtype()
+    saved_anomaly = torch.is_anomaly_enabled()
+    workdir.mkdir(parents=True, exist_ok=True)
+    buffer = io.StringIO()
+    sys.argv = [str(path)]
+    os.chdir(workdir)
+    torch.manual_seed(0)
+    random.seed(0)
+    start = time.perf_counter()
+    try:
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            redirect_stdout(buffer),
+            redirect_stderr(buffer),
+        ):
+            warnings.simplefilter("always")
+            try:
+                result.namespace = runpy.run_path(str(path), run_name="__main__")
+            except (Exception, SystemExit) as exc:
+                result.exception = exc
+                result.traceback = traceback.format_exc()
+        result.warnings = [str(w.message) for w in caught]
+    finally:
+        result.seconds = time.perf_counter() - start
+        result.output = buffer.getvalue()
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        torch.set_grad_enabled(saved_grad)
+        torch.set_default_dtype(saved_dtype)
+        torch.set_anomaly_enabled(saved_anomaly)
+    return result
+
+
+# --- inspecting results --------------------------------------------------------------------
+
+# Values that cannot hold a tensor, or whose contents are code rather than state.
+_SKIPPED = (
+    str,
+    bytes,
+    bytearray,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    range,
+    torch.dtype,
+    torch.device,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.GeneratorType,
+    type,
+)
+
+
+def _is_attached(tensor: torch.Tensor) -> bool:
+    # Parameters are leaves that require grad by design; everything else that requires grad
+    # (a non-leaf with a grad_fn, or a stray requires-grad leaf) holds or starts a graph.
+    if tensor.grad_fn is not None:
+        return True
+    return tensor.requires_grad and not isinstance(tensor, nn.Parameter)
+
+
+def _children(obj: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield f"[{key!r}]", value
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            yield f"[{i}]", value
+    elif isinstance(obj, (set, frozenset)):
+        for value in obj:
+            yield "{...}", value
+    else:
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            for key, value in attrs.items():
+                yield f".{key}", value
+        for slot in getattr(type(obj), "__slots__", ()):
+            if isinstance(slot, str) and hasattr(obj, slot):
+                yield f".{slot}", getattr(obj, slot)
+
+
+def find_attached(obj: Any, path: str = "probe") -> str | None:
+    """The path of a graph-attached tensor reachable from `obj`, or None.
+
+    Walks containers and objects' attributes; Python numbers are clean, parameters of modules
+    (leaves that require grad) are not counted.
+    """
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [(path, obj)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _SKIPPED):
+            continue
+        if isinstance(value, torch.Tensor):
+            if _is_attached(value):
+                return f"{where} (grad_fn={type(value.grad_fn).__name__})"
+            continue
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        stack.extend((where + step, child) for step, child in reversed(list(_children(value))))
+    return None
+
+
+def state_difference(before: Any, after: Any, path: str = "") -> str | None:
+    """Where two final states differ (modules by state_dict, tensors exactly), or None."""
+    if isinstance(before, (nn.Module, torch.optim.Optimizer)):
+        # By name: a class defined in a script is a new class object in each script run.
+        if type(before).__qualname__ != type(after).__qualname__:
+            return f"{path}: {type(before).__name__} vs {type(after).__name__}"
+        return state_difference(before.state_dict(), after.state_dict(), path + ".state_dict()")
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor):
+            return f"{path}: tensor vs {type(after).__name__}"
+        if before.dtype != after.dtype or before.shape != after.shape:
+            return f"{path}: {before.dtype}{list(before.shape)} vs {after.dtype}{list(after.shape)}"
+        if not torch.equal(before.detach(), after.detach()):
+            return f"{path}: values differ"
+        return None
+    if isinstance(before, dict):
+        if not isinstance(after, dict) or list(before) != list(after):
+            return f"{path}: keys differ"
+        for key in before:
+            diff = state_difference(before[key], after[key], f"{path}[{key!r}]")
+            if diff:
+                return diff
+        return None
+    if isinstance(before, (list, tuple)):
+        if not isinstance(after, (list, tuple)) or len(before) != len(after):
+            return f"{path}: lengths differ"
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            diff = state_difference(b, a, f"{path}[{i}]")
+            if diff:
+                return diff
+        return None
+    return None if before == after else f"{path}: {before!r} != {after!r}"
