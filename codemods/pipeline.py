@@ -1,6 +1,7 @@
 """One file's bytes in, findings and (in fix mode) new bytes out.
 
-The flow for one file: each selected rule's cheap text pre-check; parse once; build the shared
+The flow for one file: a text pre-check for any evidence of an autograd graph, then each
+selected rule's own cheap text pre-check; parse once; build the shared
 analysis once; run the rules; drop suppressed findings; locate the rest; apply the allowed
 fixes with one LibCST transformer; re-parse the result before handing it back.
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from codemods.analysis import FileAnalysis
+from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
 from codemods.rules import RULES, RuleFinding
 from codemods.suppressions import is_suppressed
@@ -36,6 +37,8 @@ class SourceResult:
 
 def process_source(source: bytes, options: RunOptions) -> SourceResult:
     text = source.decode("utf-8", errors="replace")
+    if not torch_api.GRAPH_EVIDENCE.search(text):
+        return SourceResult()  # nothing here can be proven graph-attached
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
     rules = [rule for rule in rules if rule.may_apply(text)]
     if not rules:

@@ -89,11 +89,22 @@ class FileAnalysis:
         start, end = self.index.start, self.index.end
         return start[outer] <= start[inner] and end[inner] <= end[outer]
 
+    def descendants(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """`node` and every node inside it, in source order (whitespace nodes excepted).
+        Prefer this to a LibCST visitor, which rebuilds every node it passes."""
+        return self.index.order[self.index.start[node] : self.index.end[node]]
+
     def scope_of(self, node: cst.CSTNode) -> ScopeNode:
+        """The function (or the module) whose body `node` is in."""
+        known = self.index.scope_of.get(node)
+        if known is not None:
+            return known
         current = self.index.parents.get(node)
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
             current = self.index.parents.get(current)
-        return current if current is not None else self.module
+        scope = current if current is not None else self.module
+        self.index.scope_of[node] = scope
+        return scope
 
     def class_of(self, function: ScopeNode) -> ClassInfo | None:
         if isinstance(function, cst.FunctionDef) and function in self.index.class_of:
@@ -114,7 +125,7 @@ class FileAnalysis:
             if (
                 isinstance(assign, cst.Assign)
                 and any(t.target is occurrence for t in assign.targets)
-                and not _mentions(assign.value, occurrence)
+                and not _mentions(self, assign.value, occurrence)
             ):
                 stored = self.value_of(assign.value)
                 result = stored if result is None else result.join(stored)
@@ -346,15 +357,10 @@ class FileAnalysis:
         return result
 
 
-def _mentions(expression: cst.CSTNode, attribute: cst.Attribute) -> bool:
+def _mentions(analysis: FileAnalysis, expression: cst.CSTNode, attribute: cst.Attribute) -> bool:
     """Whether `expression` reads the same `self.x` as `attribute` (`self.x = self.x + ...`)."""
     wanted = target_key(attribute)
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            nonlocal found
-            found = found or target_key(node) == wanted
-
-    expression.visit(Finder())
-    return found
+    return any(
+        isinstance(node, cst.Attribute) and target_key(node) == wanted
+        for node in analysis.descendants(expression)
+    )

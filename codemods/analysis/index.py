@@ -4,7 +4,7 @@ scopes (module, functions, methods), classes, and where names and `self.x` attri
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import libcst as cst
 
@@ -26,6 +26,7 @@ class Index:
     parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     # Pre-order position of each node, and the position after its last descendant: `a`
     # contains `b` when start[a] <= start[b] and end[b] <= end[a]; source order is start order.
+    order: list[cst.CSTNode] = field(default_factory=list)  # every node, in source order
     start: dict[cst.CSTNode, int] = field(default_factory=dict)
     end: dict[cst.CSTNode, int] = field(default_factory=dict)
     scope_of: dict[cst.CSTNode, ScopeNode] = field(default_factory=dict)  # for Name/Attribute
@@ -45,22 +46,91 @@ class Index:
     calls_by_name: dict[str, list[cst.Call]] = field(default_factory=lambda: defaultdict(list))
 
 
-class _Indexer(cst.CSTVisitor):
+# Fields that hold only whitespace and punctuation: the index never needs their nodes.
+_SKIPPED_FIELD_PREFIXES = ("whitespace", "leading_lines", "lines_after_decorators", "lpar", "rpar")
+_SKIPPED_FIELDS = frozenset(
+    {
+        "comma",
+        "semicolon",
+        "header",
+        "footer",
+        "equal",
+        "colon",
+        "dot",
+        "star",
+        "asynchronous",
+        "newline",
+        "trailing_whitespace",
+        "indent",
+        "arrow",
+    }
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
+    kind = type(node)
+    names = _CHILD_FIELDS.get(kind)
+    if names is None:
+        names = tuple(
+            f.name
+            for f in fields(node)
+            if not f.name.startswith(_SKIPPED_FIELD_PREFIXES) and f.name not in _SKIPPED_FIELDS
+        )
+        if isinstance(node, cst.FunctionDef):  # decorators come first in the source
+            names = ("decorators", *(n for n in names if n != "decorators"))
+        elif isinstance(node, cst.IfExp):  # `body if test else orelse`
+            names = ("body", "test", "orelse")
+        _CHILD_FIELDS[kind] = names
+    return names
+
+
+class _Indexer:
+    """Walks the tree by its dataclass fields: several times faster than a LibCST visitor,
+    which rebuilds every node it passes."""
+
     def __init__(self, module: cst.Module) -> None:
         self.index = Index()
         self.scopes: list[ScopeNode] = [module]
-        self.stack: list[cst.CSTNode] = []
         self.classes: list[ClassInfo | None] = [None]
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.stack:
-            self.index.parents[node] = self.stack[-1]
-        self.index.start[node] = len(self.index.start)
-        self.stack.append(node)
+    def walk(self, root: cst.Module) -> None:
+        """Pre-order, iteratively: deeply nested expressions must not hit the recursion limit."""
+        index = self.index
+        pending: list[tuple[cst.CSTNode, cst.CSTNode | None, str | None, bool]] = [
+            (root, None, None, False)
+        ]
+        while pending:
+            node, parent, entered, leaving = pending.pop()
+            if leaving:
+                index.end[node] = len(index.order)
+                if entered == "function":
+                    self.scopes.pop()
+                    self.classes.pop()
+                elif entered == "class":
+                    self.classes.pop()
+                continue
+            if parent is not None:
+                index.parents[node] = parent
+            index.start[node] = len(index.order)
+            index.order.append(node)
+            entered = self.enter(node, parent)
+            pending.append((node, parent, entered, True))
+            children: list[cst.CSTNode] = []
+            for name in _child_fields(node):
+                child = getattr(node, name)
+                if isinstance(child, cst.CSTNode):
+                    children.append(child)
+                elif isinstance(child, (list, tuple)):
+                    children.extend(item for item in child if isinstance(item, cst.CSTNode))
+            pending.extend((child, node, None, False) for child in reversed(children))
+
+    def enter(self, node: cst.CSTNode, parent: cst.CSTNode | None) -> str | None:
         scope = self.scopes[-1]
-        if isinstance(node, cst.Name) and _is_variable(node, self.index.parents.get(node)):
-            self.index.scope_of[node] = scope
-            self.index.names[scope][node.value].append(node)
+        if isinstance(node, cst.Name):
+            if _is_variable(node, parent):
+                self.index.scope_of[node] = scope
+                self.index.names[scope][node.value].append(node)
         elif isinstance(node, cst.Attribute):
             self.index.scope_of[node] = scope
             owner = self.classes[-1]
@@ -75,28 +145,20 @@ class _Indexer(cst.CSTVisitor):
         elif isinstance(node, cst.FunctionDef):
             self.index.enclosing_function[node] = scope
             owner = self.classes[-1]
-            block = self.index.parents.get(node)
-            if owner is not None and self.index.parents.get(block) is owner.node:
+            if owner is not None and self.index.parents.get(parent) is owner.node:
                 owner.methods.setdefault(node.name.value, node)
                 self.index.class_of[node] = owner.name
             elif isinstance(scope, cst.Module) and owner is None:
                 self.index.functions.setdefault(node.name.value, node)
             self.scopes.append(node)
-            self.classes.append(self.classes[-1] if owner is not None else None)
+            self.classes.append(owner)
+            return "function"
         elif isinstance(node, cst.ClassDef):
             info = ClassInfo(node.name.value, node, [arg.value for arg in node.bases])
             self.index.classes.setdefault(info.name, info)
             self.classes.append(info)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.index.end[original_node] = len(self.index.start)
-        self.stack.pop()
-        if isinstance(original_node, cst.FunctionDef):
-            self.scopes.pop()
-            self.classes.pop()
-        elif isinstance(original_node, cst.ClassDef):
-            self.classes.pop()
+            return "class"
+        return None
 
 
 def _is_variable(name: cst.Name, parent: cst.CSTNode | None) -> bool:
@@ -110,5 +172,5 @@ def _is_variable(name: cst.Name, parent: cst.CSTNode | None) -> bool:
 
 def build_index(module: cst.Module) -> Index:
     indexer = _Indexer(module)
-    module.visit(indexer)
+    indexer.walk(module)
     return indexer.index

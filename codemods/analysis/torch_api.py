@@ -7,6 +7,8 @@ spellings (`F.mse_loss`, `nn.MSELoss`) onto them.
 
 from __future__ import annotations
 
+import re
+
 # Contexts and decorators that turn graph recording off, and the one that turns it back on.
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
@@ -387,3 +389,12 @@ INPLACE_FLAG_POSITION = {
     "torch.nn.functional.dropout": 3,
     "torch.nn.functional.alpha_dropout": 3,
 }
+
+# Text without any of these cannot hold a value the analysis proves graph-attached (a module
+# constructed or defined here, a loss, a backward, a tensor requiring grad): every rule needs
+# one, so a file that matches none is never parsed.
+GRAPH_EVIDENCE = re.compile(
+    r"\.backward\(|autograd\.(?:grad|backward)\(|_loss\(|entropy\(|_with_logits\(|kl_div\("
+    r"|Loss\(|criterion\(|loss_f\w*\(|nn\.[A-Z]\w*\(|from torch\.nn import|Module\s*\)"
+    r"|requires_grad\s*=\s*True|Parameter\("
+)

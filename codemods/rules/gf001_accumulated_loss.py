@@ -31,7 +31,6 @@ from codemods.rules.base import Rule, RuleFinding
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 _ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|=[^=\n]*\+")
-_EVIDENCE_TEXT = re.compile(r"backward|loss|Loss|criterion|entropy|nn\.|Module|requires_grad")
 
 
 @dataclass
@@ -75,7 +74,7 @@ class AccumulatedLoss(Rule):
     example_after = example_before.replace("total_loss += loss", "total_loss += loss.item()")
 
     def may_apply(self, text: str) -> bool:
-        return bool(_ACCUMULATION_TEXT.search(text) and _EVIDENCE_TEXT.search(text))
+        return bool(_ACCUMULATION_TEXT.search(text))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         for accumulation in _accumulations(analysis):

@@ -39,7 +39,6 @@ from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 
 _STORE_TEXT = re.compile(r"\bfor\b|\bwhile\b|self\.\w+\s*=")
-_EVIDENCE_TEXT = re.compile(r"nn\.|Module|backward|requires_grad|Parameter")
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 # Recurrent modules whose state output (position 1) is an `(h, c)` tuple or one tensor.
 _TUPLE_STATE_MODULES = frozenset({"torch.nn.LSTM"})
@@ -81,7 +80,7 @@ class CarriedTensor(Rule):
     example_after = example_before.replace("gru(x, hidden)", "gru(x, hidden.detach())")
 
     def may_apply(self, text: str) -> bool:
-        return bool(_STORE_TEXT.search(text) and _EVIDENCE_TEXT.search(text))
+        return bool(_STORE_TEXT.search(text))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         reported: set[cst.CSTNode] = set()
@@ -154,6 +153,7 @@ def _carry_of(
     # A read sees the previous iteration's value unless a store that always runs precedes
     # it (a lazy `if self.h is None: self.h = ...` may not run).
     boundary = loop if loop is not None else scope
+    stores = [*stores, store] if store not in stores else stores
     unconditional = [s for s in stores if not _conditional(analysis, s, boundary)] or stores
     first_store_end = min(analysis.index.end[s] for s in unconditional)
     carry_reads = [
