@@ -18,6 +18,7 @@ import tempfile
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -220,23 +221,46 @@ def run(
 
     size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (workers * 4))))
     chunks = [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+    done = 0
     with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as executor:
         futures: list[Future[list[FileResult]]] = [
             executor.submit(_process_chunk, chunk, mode, unsafe_fixes) for chunk in chunks
         ]
         try:
-            for chunk, future in zip(chunks, futures, strict=True):
+            for future in futures:
                 try:
                     results = future.result()
-                except Exception as exc:  # a worker died (e.g. killed): its files failed
-                    error = FileError(
-                        ErrorKind.INTERNAL,
-                        f"a worker process failed on this file or one processed with it "
-                        f"({type(exc).__name__}: {exc}); rerun with --jobs 1 to find the "
-                        f"file at fault; {REPORT_HINT}",
-                    )
-                    results = [FileResult(task.path, error=error) for task in chunk]
+                except BrokenProcessPool:
+                    break
+                done += len(results)
                 yield from results
         finally:
             for future in futures:
                 future.cancel()
+    # A worker died (killed, or a crash in native code) and took every unfinished chunk with
+    # it: redo those files one at a time, each alone in a worker, to single out the culprit.
+    yield from _run_isolated(tasks[done:], mode, unsafe_fixes)
+
+
+def _run_isolated(
+    tasks: Sequence[FileTask], mode: Mode, unsafe_fixes: bool
+) -> Iterator[FileResult]:
+    executor: ProcessPoolExecutor | None = None
+    try:
+        for task in tasks:
+            if executor is None:
+                executor = ProcessPoolExecutor(max_workers=1, mp_context=pool_context())
+            try:
+                (result,) = executor.submit(_process_chunk, [task], mode, unsafe_fixes).result()
+            except BrokenProcessPool as exc:
+                executor.shutdown()
+                executor = None
+                message = (
+                    f"the worker process died while processing this file ({exc}); the file was "
+                    f"left unchanged; {REPORT_HINT}"
+                )
+                result = FileResult(task.path, error=FileError(ErrorKind.INTERNAL, message))
+            yield result
+    finally:
+        if executor is not None:
+            executor.shutdown()

@@ -419,14 +419,14 @@ class Interpreter:
             if name in torch_api.PARAMETERLESS_MODULES:
                 return Value(Grad.FREE, Kind.PASSTHROUGH)
             if short == "Parameter":
-                return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it is a parameter")
+                return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it is a parameter", leaf=True)
             return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)
         if name in torch_api.TENSOR_FACTORIES:
             requires = _keyword(node, "requires_grad")
             if isinstance(requires, cst.Name) and requires.value == "True":
-                return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it requires grad")
+                return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it requires grad", leaf=True)
             scalar = not node.args or (
                 short in ("tensor", "as_tensor")
                 and isinstance(node.args[0].value, (cst.Integer, cst.Float))

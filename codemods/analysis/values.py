@@ -69,6 +69,9 @@ class Value:
     evidence: str = ""  # why it is attached, for messages
     reduction_none: bool = False  # a criterion built with reduction='none'
     loss: bool = False  # a loss, or computed from one: what GF001 (not GF002) is about
+    # A tensor that requires grad but has no history (a parameter, `requires_grad=True`):
+    # keeping it keeps no graph; operations on it do record one.
+    leaf: bool = False
 
     def join(self, other: Value) -> Value:
         if self == other:
@@ -93,6 +96,7 @@ class Value:
             evidence=self.evidence or other.evidence,
             reduction_none=self.reduction_none or other.reduction_none,
             loss=self.loss and other.loss,
+            leaf=self.leaf and other.leaf,
         )
 
     def with_grad(self, grad: Grad) -> Value:

@@ -124,6 +124,10 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
                     yield carry
 
 
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    return {key for name in _stored_names(target) if (key := target_key(name)) is not None}
+
+
 def _stored_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     """`x`, `self.x`, and the names inside `out, (h, c)` unpacking."""
     if isinstance(target, (cst.Tuple, cst.List)):
@@ -137,6 +141,8 @@ def _carry_of(
     analysis: FileAnalysis, store: cst.Assign, target: cst.BaseExpression, key: str
 ) -> _Carry | None:
     loops = analysis.enclosing_loops(store)
+    if loops and isinstance(loops[0], cst.For) and key in _bound_names(loops[0].target):
+        return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
     reads = _reads(analysis, key, scope, store)
     if loops:
@@ -285,6 +291,8 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     stored = _stored_value(analysis, carry)
     if stored.grad is not Grad.ATTACHED and stored.element is not Grad.ATTACHED:
         return None
+    if stored.leaf:
+        return None  # a parameter has no history to keep alive
     if stored.loss and stored.scalar:
         return None  # a loss carried as a number is GF001's
     reused_by_backward = False
@@ -602,8 +610,8 @@ def _constant_index(target: cst.Subscript) -> bool:
 
 def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None:
     value = analysis.value_of(store.operand)
-    if value.grad is not Grad.ATTACHED or value.loss or value.scalar:
-        return None  # unproven, or a loss/scalar: GF001's
+    if value.grad is not Grad.ATTACHED or value.loss or value.scalar or value.leaf:
+        return None  # unproven, a loss/scalar (GF001's), or a parameter (no history)
     if value.kind is not Kind.TENSOR:
         return None  # a tuple or structure: `.detach()` would not apply
     flow = follow_target(analysis, store.container)
