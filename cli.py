@@ -117,6 +117,26 @@ class Inputs:
     stdin_source: bytes = b""
 
 
+def _settings(
+    start: Path,
+    select: Sequence[str] | None,
+    ignore: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    unsafe_fixes: bool | None,
+) -> Settings:
+    try:
+        return resolve_settings(
+            load_config(start),
+            rules.RULES,
+            select=split_codes(select) if select else None,
+            ignore=split_codes(ignore) if ignore else None,
+            exclude=exclude or None,
+            unsafe_fixes=unsafe_fixes,
+        )
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
 def _inputs(
     paths: Sequence[str] | None,
     stdin_filename: str | None,
@@ -126,36 +146,23 @@ def _inputs(
     unsafe_fixes: bool | None,
 ) -> Inputs:
     paths = list(paths or [])
-    use_stdin = paths == ["-"] or (not paths and stdin_filename is not None)
-    if "-" in paths and not use_stdin:
-        _fail("`-` (standard input) cannot be combined with other paths")
-    stdin_path = Path(stdin_filename or "-") if use_stdin else None
-    if stdin_path is not None:
+    if paths == ["-"] or (not paths and stdin_filename is not None):
+        stdin_path = Path(stdin_filename or "-")
         start = stdin_path.parent if stdin_filename else Path.cwd()
-    else:
-        paths = paths or ["."]
-        start = Path(paths[0])
+        settings = _settings(start, select, ignore, exclude, unsafe_fixes)
+        return Inputs(settings, [], stdin_path, sys.stdin.buffer.read())
+    if "-" in paths:
+        _fail("`-` (standard input) cannot be combined with other paths")
+
+    paths = paths or ["."]
+    settings = _settings(Path(paths[0]), select, ignore, exclude, unsafe_fixes)
     try:
-        settings = resolve_settings(
-            load_config(start),
-            rules.RULES,
-            select=split_codes(select) if select else None,
-            ignore=split_codes(ignore) if ignore else None,
-            exclude=exclude or None,
-            unsafe_fixes=unsafe_fixes,
-        )
-        files = (
-            []
-            if stdin_path is not None
-            else python_files([Path(p) for p in paths], settings.excludes)
-        )
-    except (ConfigError, PathNotFoundError) as exc:
+        files = python_files([Path(p) for p in paths], settings.excludes)
+    except PathNotFoundError as exc:
         _fail(str(exc))
-    if stdin_path is None and not files:
+    if not files:
         typer.echo(f"gradfix: warning: no Python files found under {', '.join(paths)}", err=True)
-    tasks = [FileTask(path, settings.rules_for(path)) for path in files]
-    stdin_source = sys.stdin.buffer.read() if stdin_path is not None else b""
-    return Inputs(settings, tasks, stdin_path, stdin_source)
+    return Inputs(settings, [FileTask(path, settings.rules_for(path)) for path in files], None)
 
 
 def _results(inputs: Inputs, mode: Mode, jobs: int | None) -> list[FileResult]:

@@ -10,6 +10,7 @@ rules through the engine. Files that crash the analysis are listed at the end.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import sys
@@ -61,9 +62,10 @@ def time_gradfix(files: list[Path], jobs: int) -> tuple[float, list[str], int]:
 
 
 def _default_root() -> Path:
-    import torch  # only for its location
-
-    return Path(os.path.dirname(torch.__file__))
+    spec = importlib.util.find_spec("torch")  # its location, without importing it
+    if spec is None or spec.origin is None:
+        sys.exit("torch is not installed: give the directory to benchmark")
+    return Path(spec.origin).parent
 
 
 def main() -> None:

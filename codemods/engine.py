@@ -88,8 +88,15 @@ def _parse_error(error: str) -> FileError:
 
 
 def _internal_error(exc: BaseException) -> FileError:
-    where = traceback.extract_tb(exc.__traceback__)
-    origin = f" (at {Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    # Point at gradfix's own code, the likely culprit, rather than at a library it called.
+    ours = [frame for frame in frames if "codemods" in Path(frame.filename).parts]
+    origin = ""
+    if ours or frames:
+        frame = (ours or frames)[-1]
+        parts = Path(frame.filename).parts
+        where = "/".join(parts[parts.index("codemods") :]) if ours else parts[-1]
+        origin = f" (at {where}:{frame.lineno} in {frame.name})"
     return FileError(
         ErrorKind.INTERNAL,
         f"{type(exc).__name__}: {exc}{origin}; the file was left unchanged; {REPORT_HINT}",

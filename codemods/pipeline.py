@@ -8,6 +8,7 @@ fixes with one LibCST transformer; re-parse the result before handing it back.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -37,21 +38,17 @@ class SourceResult:
 
 def process_source(source: bytes, options: RunOptions) -> SourceResult:
     text = source.decode("utf-8", errors="replace")
-    if not torch_api.GRAPH_EVIDENCE.search(text):
-        return SourceResult()  # nothing here can be proven graph-attached
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
-    rules = [rule for rule in rules if rule.may_apply(text)]
+    if torch_api.GRAPH_EVIDENCE.search(text):
+        rules = [rule for rule in rules if rule.may_apply(text)]
+    else:
+        rules = []  # nothing here can be proven graph-attached
     if not rules:
-        return SourceResult()
+        return SourceResult(error=_syntax_error(source))
     try:
         module = cst.parse_module(source)
-    except cst.ParserSyntaxError as error:
-        return SourceResult(
-            error=f"{error.raw_line}:{error.raw_column + 1}: parse error: {error.message}",
-            parsed=True,
-        )
-    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        return SourceResult(error=f"1:1: parse error: {error}", parsed=True)
+    except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
+        return SourceResult(error=_parse_error_text(source, error), parsed=True)
 
     analysis = FileAnalysis(module)
     found = [(rule.code, finding) for rule in rules for finding in rule.check(analysis)]
@@ -69,12 +66,12 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
         finding = _finding(module, code, rule_finding, where, positions)
         result.findings.append(finding)
         wanted = options.fix and _allowed(finding.tier, options) and finding.edit is not None
-        if wanted and not _overlaps(rule_finding.replacements, to_apply, positions):
+        if wanted and not overlaps(rule_finding.replacements, to_apply, positions):
             to_apply.update(rule_finding.replacements)
             result.fixed.append(finding)
     result.findings.sort(key=lambda f: (f.line, f.column, f.rule))
     if to_apply:
-        new_source = module.visit(_Replace(to_apply)).bytes
+        new_source = module.visit(ReplaceNodes(to_apply)).bytes
         try:
             cst.parse_module(new_source)
         except cst.ParserSyntaxError as error:  # a bug in a rule: never hand it back
@@ -82,6 +79,35 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
         if new_source != source:
             result.new_source = new_source
     return result
+
+
+def _syntax_error(source: bytes) -> str | None:
+    """A parse error in a file no rule needs to parse, found cheaply: Python's own parser
+    (C, many times faster than LibCST) first, LibCST only to confirm what it rejects (it
+    accepts newer syntax than the running Python)."""
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        try:
+            cst.parse_module(source)
+        except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
+            return _parse_error_text(source, error)
+    return None
+
+
+def _parse_error_text(source: bytes, error: Exception) -> str:
+    """`LINE:COL: parse error: what`, in Python's words when its parser agrees (they are
+    clearer than LibCST's), else in LibCST's."""
+    try:
+        ast.parse(source)
+    except SyntaxError as python_error:
+        line, column = python_error.lineno or 1, python_error.offset or 1
+        return f"{line}:{column}: parse error: {python_error.msg}"
+    except ValueError:
+        pass
+    if isinstance(error, cst.ParserSyntaxError):
+        return f"{error.raw_line}:{error.raw_column + 1}: parse error: {error.message}"
+    return f"1:1: parse error: {error}"
 
 
 def _allowed(tier: Tier, options: RunOptions) -> bool:
@@ -97,7 +123,7 @@ def _finding(
 ) -> Finding:
     edit = None
     if rule_finding.replacements and rule_finding.tier is not Tier.REPORT:
-        replaced = rule_finding.node.visit(_Replace(rule_finding.replacements))
+        replaced = rule_finding.node.visit(ReplaceNodes(rule_finding.replacements))
         edit = Edit(
             where.start.line,
             where.start.column + 1,
@@ -117,7 +143,7 @@ def _finding(
     )
 
 
-def _overlaps(
+def overlaps(
     new: dict[cst.CSTNode, cst.CSTNode],
     taken: dict[cst.CSTNode, cst.CSTNode],
     positions: dict[cst.CSTNode, CodeRange],
@@ -135,7 +161,7 @@ def _overlaps(
     return False
 
 
-class _Replace(cst.CSTTransformer):
+class ReplaceNodes(cst.CSTTransformer):
     """Swap nodes, found by identity, for their replacements."""
 
     def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode]) -> None:

@@ -8,9 +8,12 @@ the file fail to parse at 3:7, and `CRASH_ME` makes the pipeline raise.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from codemods import pipeline, rules
+from codemods.engine import FileResult, FileTask, Mode, process_file
 from codemods.findings import Edit, Finding, Tier
 from codemods.pipeline import RunOptions, SourceResult
 from codemods.rules.base import Rule
@@ -70,3 +73,13 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
     """Use the fakes in this process (run the engine with jobs=1 so no worker is started)."""
     monkeypatch.setattr(pipeline, "process_source", fake_process_source)
     monkeypatch.setattr(rules, "RULES", FAKE_RULES)
+
+
+def chunk_that_kills_its_worker(
+    tasks: list[FileTask], mode: Mode, unsafe: bool
+) -> list[FileResult]:
+    """Stands in for the engine's chunk function in worker processes (they import it from
+    here): a file named `kill*.py` makes the worker die as a native crash would."""
+    if any(task.path.name.startswith("kill") for task in tasks):
+        os._exit(70)
+    return [process_file(task, mode, unsafe) for task in tasks]

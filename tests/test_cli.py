@@ -9,13 +9,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import Result
 from engine_fakes import install
 from typer.testing import CliRunner
 
 from cli import app
+
+if TYPE_CHECKING:
+    from typer.testing import Result
 from codemods import __version__
 
 

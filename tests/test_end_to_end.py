@@ -4,12 +4,15 @@ encodings, line endings, suppressions, stdin and the worker pool, byte for byte.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import Result
 from typer.testing import CliRunner
 
 from cli import app
+
+if TYPE_CHECKING:
+    from typer.testing import Result
 
 TRAIN = b"""\
 import torch

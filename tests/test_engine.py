@@ -5,7 +5,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from engine_fakes import install
+from engine_fakes import chunk_that_kills_its_worker, install
 
 from codemods import engine
 from codemods.engine import ErrorKind, FileTask, Mode, process_bytes, process_file, run
@@ -180,3 +180,17 @@ def test_worker_pool_keeps_the_input_order(tmp_path: Path) -> None:
     results = list(run(tasks(*files), Mode.FIX, jobs=2))
     assert [r.path for r in results] == files
     assert all(r.error is None and not r.changed for r in results)
+
+
+def test_a_dead_worker_costs_only_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "_process_chunk", chunk_that_kills_its_worker)
+    files = []
+    for i in range(40):
+        path = tmp_path / (f"kill{i:02}.py" if i == 17 else f"m{i:02}.py")
+        path.write_text(f"value = {i}\n")
+        files.append(path)
+    results = list(run(tasks(*files), Mode.CHECK, jobs=2))
+    assert [r.path for r in results] == files
+    failed = [r for r in results if r.error is not None]
+    assert [r.path.name for r in failed] == ["kill17.py"]
+    assert failed[0].error is not None and "worker process died" in failed[0].error.message
