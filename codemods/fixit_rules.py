@@ -40,7 +40,7 @@ from libcst.metadata import CodeRange, ParentNodeProvider, PositionProvider
 
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Tier
-from codemods.pipeline import overlaps, ReplaceNodes
+from codemods.pipeline import ReplaceNodes, overlaps
 from codemods.rules import RULES, RuleFinding
 from codemods.suppressions import is_suppressed
 

@@ -304,26 +304,41 @@ def find_attached(obj: Any, path: str = "probe") -> str | None:
     return None
 
 
-def state_difference(before: Any, after: Any, path: str = "") -> str | None:
-    """Where two final states differ (modules by state_dict, tensors exactly), or None."""
+# A reference.py computes the same values in another order (`(a + b).backward()` instead of
+# two backward calls): floating-point sums round differently, so it is compared this closely.
+REFERENCE_RTOL = 1e-5
+REFERENCE_ATOL = 1e-6
+
+
+def state_difference(before: Any, after: Any, path: str = "", close: bool = False) -> str | None:
+    """Where two final states differ (modules by state_dict, tensors exactly, or with `close`
+    within REFERENCE_RTOL / REFERENCE_ATOL), or None."""
     if isinstance(before, (nn.Module, torch.optim.Optimizer)):
         # By name: a class defined in a script is a new class object in each script run.
         if type(before).__qualname__ != type(after).__qualname__:
             return f"{path}: {type(before).__name__} vs {type(after).__name__}"
-        return state_difference(before.state_dict(), after.state_dict(), path + ".state_dict()")
+        return state_difference(
+            before.state_dict(), after.state_dict(), path + ".state_dict()", close
+        )
     if isinstance(before, torch.Tensor):
         if not isinstance(after, torch.Tensor):
             return f"{path}: tensor vs {type(after).__name__}"
         if before.dtype != after.dtype or before.shape != after.shape:
             return f"{path}: {before.dtype}{list(before.shape)} vs {after.dtype}{list(after.shape)}"
-        if not torch.equal(before.detach(), after.detach()):
+        if close and before.is_floating_point():
+            same = torch.allclose(
+                before.detach(), after.detach(), rtol=REFERENCE_RTOL, atol=REFERENCE_ATOL
+            )
+        else:
+            same = torch.equal(before.detach(), after.detach())
+        if not same:
             return f"{path}: values differ"
         return None
     if isinstance(before, dict):
         if not isinstance(after, dict) or list(before) != list(after):
             return f"{path}: keys differ"
         for key in before:
-            diff = state_difference(before[key], after[key], f"{path}[{key!r}]")
+            diff = state_difference(before[key], after[key], f"{path}[{key!r}]", close)
             if diff:
                 return diff
         return None
@@ -331,7 +346,7 @@ def state_difference(before: Any, after: Any, path: str = "") -> str | None:
         if not isinstance(after, (list, tuple)) or len(before) != len(after):
             return f"{path}: lengths differ"
         for i, (b, a) in enumerate(zip(before, after, strict=True)):
-            diff = state_difference(b, a, f"{path}[{i}]")
+            diff = state_difference(b, a, f"{path}[{i}]", close)
             if diff:
                 return diff
         return None

@@ -66,8 +66,10 @@ class ScopeBindings:
         return self.order.get(binding.statement, -1) >= self.order.get(statement, -1)
 
 
-def scope_bindings(scope: cst.Module | cst.FunctionDef) -> ScopeBindings:
-    walker = _Walker()
+def scope_bindings(scope: cst.Module | cst.FunctionDef, walrus: bool = True) -> ScopeBindings:
+    """The reaching bindings of `scope`. `walrus=False` says the file has no `:=`, which saves
+    looking for one in every statement."""
+    walker = _Walker(walrus)
     env: ReachingEnv = {}
     if isinstance(scope, cst.FunctionDef):
         params = scope.params
@@ -95,7 +97,8 @@ def _join(left: ReachingEnv, right: ReachingEnv) -> ReachingEnv:
 
 
 class _Walker:
-    def __init__(self) -> None:
+    def __init__(self, walrus: bool) -> None:
+        self.walrus = walrus
         self.result = ScopeBindings()
         self._bindings: dict[tuple[int, str, BindingKind], Binding] = {}
 
@@ -124,6 +127,8 @@ class _Walker:
         self.result.order.setdefault(node, len(self.result.order))
         if isinstance(node, cst.SimpleStatementLine):
             return self.block(node.body, env)
+        if isinstance(node, (cst.If, cst.While)):
+            env = self.walrus_bindings(node.test, env, node)
         if isinstance(node, cst.If):
             taken = self.block(node.body.body, env)
             other = self.statement(node.orelse, env) if node.orelse is not None else env
@@ -142,7 +147,7 @@ class _Walker:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             return self.bind(node.name, None, BindingKind.OTHER, node, env)
         env = self.small_statement(node, env)
-        return self.walrus_bindings(node, env)
+        return self.walrus_bindings(node, env, node)
 
     def small_statement(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
         if isinstance(node, cst.Assign):
@@ -196,13 +201,16 @@ class _Walker:
             merged = self.block(node.finalbody.body.body, merged)
         return merged
 
-    def walrus_bindings(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
-        """`(x := value)` anywhere in a small statement binds `x` (outside comprehensions'
-        own variables, which Python keeps in their own scope)."""
+    def walrus_bindings(
+        self, node: cst.CSTNode, env: ReachingEnv, statement: cst.CSTNode
+    ) -> ReachingEnv:
+        """`(x := value)` in a small statement or an `if` / `while` test binds `x`."""
+        if not self.walrus:
+            return env
         finder = _WalrusFinder()
         node.visit(finder)
         for walrus in finder.found:
-            env = self.bind(walrus.target, walrus.value, BindingKind.ASSIGN, node, env)
+            env = self.bind(walrus.target, walrus.value, BindingKind.ASSIGN, statement, env)
         return env
 
     def bind(

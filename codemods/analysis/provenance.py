@@ -55,6 +55,8 @@ _AUGMENTED_OPERATORS: dict[type[cst.BaseAugOp], str] = {
     cst.PowerAssign: "ipow",
     cst.MatrixMultiplyAssign: "imatmul",
 }
+# Operators whose result is an int when both operands are.
+_INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 _UNARY_OPERATORS: dict[type[cst.BaseUnaryOp], str] = {
     cst.Minus: "neg",
     cst.Plus: "pos",
@@ -152,6 +154,8 @@ class Provenance:
         self._memo: dict[tuple[int, int, str], Origin] = {}
         self._in_progress: set[tuple[int, int, str]] = set()
         self._names: dict[Origin, Binding] = {}
+        self._walrus: bool | None = None  # whether the file has a `:=` at all
+        self._constructors_in_progress: set[cst.CSTNode] = set()
 
     # -- questions rules ask ------------------------------------------------------------
     def of(self, expression: cst.BaseExpression) -> Origin:
@@ -161,7 +165,11 @@ class Provenance:
 
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         if scope not in self._bindings:
-            self._bindings[scope] = scope_bindings(scope)
+            if self._walrus is None:
+                self._walrus = any(
+                    isinstance(n, cst.NamedExpr) for n in self.analysis.index.parents
+                )
+            self._bindings[scope] = scope_bindings(scope, self._walrus)
         return self._bindings[scope]
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -188,6 +196,15 @@ class Provenance:
         """The call that built the module `module` names: `nn.Linear(4, 2)` for `fc` after
         `fc = nn.Linear(4, 2)`, and for `self.fc` or `model.fc` when the class (of this file)
         assigns `self.fc` once."""
+        if module in self._constructors_in_progress:
+            return None  # a cycle: `self.m = m` with `C(self.m)` inside `C`, `x = x.parent`
+        self._constructors_in_progress.add(module)
+        try:
+            return self._module_constructor(module)
+        finally:
+            self._constructors_in_progress.discard(module)
+
+    def _module_constructor(self, module: cst.BaseExpression) -> cst.Call | None:
         key = target_key(module)
         if key is not None and key.startswith("self."):
             info = self.analysis.class_of(self.analysis.scope_of(module))
@@ -460,7 +477,7 @@ class Provenance:
             )
             return self._parts(element, path, header.target, frame)
 
-        return self._memoised(frame, header, f"element:{path}", build)
+        return self._memoised(frame, header, f"element:{id(collection)}:{path}", build)
 
     def _carried(self, use: cst.CSTNode, binding: Binding, frame: _Frame) -> Origin:
         return self._memoised(
@@ -593,10 +610,13 @@ class Provenance:
                 ):
                     return constructors  # elements of a ModuleList or Sequential
                 continue
-            if origin.kind is OriginKind.DATA and isinstance(expression, cst.Call):
-                if self._is_module_constructor(expression):
-                    constructors.append(expression)
-                    continue
+            if (
+                origin.kind is OriginKind.DATA
+                and isinstance(expression, cst.Call)
+                and self._is_module_constructor(expression)
+            ):
+                constructors.append(expression)
+                continue
             return None
         return constructors or None
 
@@ -663,6 +683,8 @@ class Provenance:
         if method in torch_api.GRAPH_LEAVING_METHODS:
             return self._data(node, frame)
         if method == "requires_grad_":
+            if node.args and _is_false(node.args[0].value):
+                return self._data(node, frame)  # `requires_grad_(False)`
             return self._leaf(node, frame)
         if method == "scale" and receiver.kind is Kind.UNKNOWN and len(node.args) == 1:
             # `scaler.scale(loss)` (torch.amp.GradScaler) multiplies by the scale factor.
@@ -701,8 +723,8 @@ class Provenance:
             return self._op(node, frame, name, arguments, kind=OriginKind.LOSS)
         if name == "torch.nn.Sequential" and constructor is not None and len(arguments) == 1:
             return self._sequential(node, constructor, arguments[0], frame)
-        origin_kind = OriginKind.FORWARD
-        return self._op(node, frame, name, arguments, kind=origin_kind, module=kind is Kind.MODULE)
+        module = kind is Kind.MODULE
+        return self._op(node, frame, name, arguments, kind=OriginKind.FORWARD, module=module)
 
     def _sequential(
         self, node: cst.Call, constructor: cst.Call, argument: cst.BaseExpression, frame: _Frame
@@ -766,14 +788,12 @@ class Provenance:
 
     def _unknown_call(self, node: cst.Call, frame: _Frame) -> Origin:
         """A call gradfix cannot see into: its result may or may not come from its inputs."""
+        if self.analysis.value_of(node).grad is Grad.FREE:
+            return self._data(node, frame)  # the interpreter knows it leaves the graph
         inputs = [arg.value for arg in node.args]
         if isinstance(node.func, cst.Attribute):
             inputs.insert(0, node.func.value)
-        origin = self._op(node, frame, None, inputs, followed=False)
-        value = self.analysis.value_of(node)
-        if value.grad is Grad.FREE:
-            return self._data(node, frame)
-        return origin
+        return self._op(node, frame, None, inputs, followed=False)
 
     # -- building origins ---------------------------------------------------------------
     def _op(
@@ -1066,6 +1086,10 @@ def _keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
     return None
 
 
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
 def _single_index(node: cst.Subscript) -> cst.BaseExpression | None:
     if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
         return node.slice[0].slice.value
@@ -1081,12 +1105,15 @@ def _is_python_number(provenance: Provenance, node: cst.BaseExpression) -> bool:
 
 
 def _is_python_int(provenance: Provenance, node: cst.BaseExpression) -> bool:
-    """An integer index: a literal, a number value, or a `range` / `enumerate` counter."""
+    """An integer index: a literal, a number value, a `range` / `enumerate` counter, or
+    integer arithmetic on those (`t - 1`)."""
     if _is_python_number(provenance, node):
         return True
     if isinstance(node, cst.Name):
         bindings = provenance.reaching(node.value, node)
         return bool(bindings) and all(_counts(binding) for binding in bindings)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _INT_OPERATORS):
+        return _is_python_int(provenance, node.left) and _is_python_int(provenance, node.right)
     return False
 
 
@@ -1153,10 +1180,8 @@ def _index_suffix(provenance: Provenance, node: cst.Subscript, frame: _Frame) ->
             continue
         if _is_python_int(provenance, value):
             continue
-        if (
-            isinstance(value, cst.Comparison)
-            or isinstance(value, cst.UnaryOperation)
-            and (isinstance(value.operator, cst.BitInvert))
+        if isinstance(value, cst.Comparison) or (
+            isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.BitInvert)
         ):
             suffix = "[mask]"
         elif provenance.analysis.value_of(value).kind is Kind.TENSOR:
@@ -1166,10 +1191,16 @@ def _index_suffix(provenance: Provenance, node: cst.Subscript, frame: _Frame) ->
     return suffix
 
 
+# Keys the op table cannot measure, looked up as an equivalent it has: the CPU build of torch
+# cannot run `.cuda()`, whose backward node is the same device copy as `.cpu()`'s.
+_KEY_ALIASES = {"Tensor.cuda": "Tensor.cpu"}
+
+
 def _table_key(key: str | None, suffixes: tuple[str, ...]) -> str | None:
     """The most specific variant of `key` the op table lists, else `key` itself."""
     if key is None:
         return None
+    key = _KEY_ALIASES.get(key, key)
     for suffix in suffixes:
         if saved_ops.op_saving(key + suffix) is not None:
             return key + suffix

@@ -239,9 +239,9 @@ def _carries_on(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
         return False
     if isinstance(parent, cst.Arg):
         call = analysis.parent(parent)
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
-            if call.func.value == _detach_helper(analysis):
-                return False
+        helper = _detach_helper(analysis)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and helper is not None:
+            return call.func.value != helper
     if isinstance(parent, cst.CompFor) and parent.iter is read:
         comprehension = analysis.parent(parent)
         element = getattr(comprehension, "elt", None)

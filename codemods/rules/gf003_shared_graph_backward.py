@@ -25,13 +25,14 @@ or modules), so the last iteration frees the graph.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codemods.analysis import FileAnalysis, Grad, Kind
 from codemods.analysis.bindings import BindingKind
@@ -49,19 +50,42 @@ from codemods.analysis.provenance import (
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 
-_BACKWARD_TEXT = re.compile(r"\.backward\(|autograd\.(?:backward|grad)\(|\bgrad\(")
+# `x.backward(`, `torch.autograd.backward(`, `torch.autograd.grad(`, `grad(` once imported.
+_BACKWARD_TEXT = re.compile(r"\.backward\(|\bgrad\(")
 _LOOP_TEXT = re.compile(r"^\s*(?:for|while)\b", re.MULTILINE)
 _TWICE_ERROR = '"Trying to backward through the graph a second time"'
 # Receivers whose `.step()` updates parameters: optimizers and AMP grad scalers.
 _STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 _SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
-# Context managers and helpers under which a failing backward is what the code expects.
-_EXPECTS_ERROR = re.compile(r"assertRaises|raises|expectedFailure")
-# Where `retain_graph` and `create_graph` sit among the positional arguments of each form.
-_POSITIONS = {
-    "backward": {"retain_graph": 1, "create_graph": 2},
-    "torch.autograd.backward": {"retain_graph": 2, "create_graph": 3},
-    "torch.autograd.grad": {"retain_graph": 3, "create_graph": 4},
+# Context managers under which a failing backward is what the code expects.
+_EXPECTS_ERROR = re.compile(r"assertRaises|raises")
+# Container methods that change a list in place (so `xs[-1]` or `len(xs)` may change).
+_MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "reverse"})
+# Between two backward calls, these mean something reads or resets gradients: one backward
+# of the sum would not be equivalent.
+_GRADIENT_ATTRIBUTES = frozenset({"grad", "zero_grad", "step", "backward"})
+
+
+@dataclass(frozen=True)
+class _Form:
+    """Where one backward function takes its arguments: (position, keyword) pairs, the
+    positions counted without the receiver."""
+
+    roots: tuple[int, str] | None  # the tensors differentiated; None: the receiver
+    inputs: tuple[int, str] | None  # what it differentiates with respect to
+    retain_graph: tuple[int, str]
+    create_graph: tuple[int, str] | None
+
+
+_FORMS = {
+    "backward": _Form(None, (3, "inputs"), (1, "retain_graph"), (2, "create_graph")),
+    "torch.autograd.backward": _Form(
+        (0, "tensors"), (5, "inputs"), (2, "retain_graph"), (3, "create_graph")
+    ),
+    "torch.autograd.grad": _Form(
+        (0, "outputs"), (1, "inputs"), (3, "retain_graph"), (4, "create_graph")
+    ),
+    "torch.distributed.autograd.backward": _Form((1, "roots"), None, (2, "retain_graph"), None),
 }
 
 
@@ -70,29 +94,29 @@ class _Site:
     """One backward call: what it differentiates and how."""
 
     call: cst.Call
-    form: str  # "backward", "torch.autograd.backward" or "torch.autograd.grad"
+    form: str  # a key of _FORMS
     roots: list[cst.BaseExpression]  # the tensors it differentiates
-    inputs: cst.BaseExpression | None  # `inputs=`: it then runs only the paths to them
+    inputs: cst.BaseExpression | None  # given: it runs only the paths to them
     retains: bool  # retain_graph or create_graph is given: it frees nothing
     statement: cst.CSTNode
 
 
 class _Verdict(Enum):
     SAVES = "saves"  # proven: the second backward fails
-    UNSURE = "unsure"  # may fail: report
+    UNSURE = "unsure"  # it may: report
     NOTHING = "nothing"
 
 
 @dataclass
 class _Sharing:
     verdict: _Verdict
-    through: Origin | None = None  # the shared operation to name in the message
+    nodes: list[Origin] = field(default_factory=list)  # the shared nodes the verdict rests on
     why_unsure: str = ""
 
 
 class SharedGraphBackward(Rule):
     code = "GF003"
-    name = "backward-twice-without-retain-graph"
+    name = "shared-graph-backward"
     summary = "A second backward runs through a graph part the first one freed"
     explanation = (
         "A backward pass frees the tensors the graph saved for it (the input of a Linear, the "
@@ -102,16 +126,19 @@ class SharedGraphBackward(Rule):
         "forward: multi-task heads on a shared trunk, a GAN step reusing one generator "
         "output, an auxiliary loss, `autograd.grad` called twice on the same outputs, a loop "
         "that backpropagates each loss of a list.\n\n"
-        "gradfix adds `retain_graph=True` to every call but the last over the shared part (in "
-        "a loop: on every iteration but the last). When nothing runs between the calls, "
-        "`(loss_a + loss_b).backward()` gives the same gradients in one cheaper pass: "
-        "retaining keeps every saved buffer alive until the graph is dropped.\n\n"
-        "Reported, not rewritten: an `optimizer.step()` or `scaler.step()` between the calls "
-        "(retaining would turn the error into 'modified by an inplace operation', "
-        "pytorch/pytorch#39141: move the step after the last backward instead), and shared "
-        "parts gradfix cannot prove save anything. Left alone: separate forwards, shared parts "
-        "made only of ops that save nothing (add, sum, mean, views, cat, clone), calls that "
-        "already pass `retain_graph` or `create_graph=True`."
+        "gradfix adds `retain_graph=True` to every call but the last over the shared part; in "
+        "a loop, a condition true on every iteration but the last (`retain_graph=i < "
+        "len(losses) - 1`, `retain_graph=loss is not losses[-1]`). When nothing runs between "
+        "the calls, `(loss_a + loss_b).backward()` gives the same gradients in one cheaper "
+        "pass: retaining keeps every saved buffer alive until the graph is dropped.\n\n"
+        "Reported, not rewritten: an `optimizer.step()`, `scaler.step()` or in-place parameter "
+        "update between the calls (retaining would turn the error into 'modified by an "
+        "inplace operation', pytorch/pytorch#39141: move the step after the last backward), "
+        "and shared parts gradfix cannot prove save tensors (an op missing from its table, a "
+        "call it cannot follow). Left alone: separate forwards, shared parts made only of ops "
+        "that save nothing (add, sum, mean, views, cat, clone), calls that already pass "
+        "`retain_graph` or `create_graph=True`, and calls the code expects to fail "
+        "(`assertRaises`, `pytest.raises`, `try`)."
     )
     example_before = (
         "features = backbone(x)\n"
@@ -131,8 +158,7 @@ class SharedGraphBackward(Rule):
         return calls >= 2 or (calls == 1 and bool(_LOOP_TEXT.search(text)))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        provenance = Provenance(analysis)
-        checker = _Checker(analysis, provenance)
+        checker = _Checker(analysis, Provenance(analysis))
         for sites in _sites_by_scope(analysis).values():
             for position, site in enumerate(sites):
                 if not site.retains:
@@ -143,6 +169,7 @@ class SharedGraphBackward(Rule):
 
 # -- what it detects ------------------------------------------------------------------------
 def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
+    """The backward calls of each function body (and of the module), in source order."""
     sites: dict[ScopeNode, list[_Site]] = {}
     for node in analysis.index.parents:
         if isinstance(node, cst.Call):
@@ -156,56 +183,56 @@ def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
 
 def _site(analysis: FileAnalysis, call: cst.Call) -> _Site | None:
     if any(arg.star == "**" for arg in call.args):
-        return None  # `**kwargs` may already hold retain_graph: nothing to say
+        return None  # `**kwargs` may hold retain_graph already: nothing to say
     statement = analysis.statement_of(call)
     if statement is None:
         return None
     func = call.func
-    form = analysis.qualified_name(func) or ""
-    if form in _POSITIONS:
-        first = _argument(call, 0, "outputs" if form == "torch.autograd.grad" else "tensors")
-        if first is None:
+    form = analysis.qualified_name(func)
+    if form in _FORMS and _FORMS[form].roots is not None:
+        root = _argument(call, _FORMS[form].roots)
+        if root is None:
             return None
-        roots = [first]
-        if isinstance(first, (cst.List, cst.Tuple)):
-            roots = [element.value for element in first.elements]
+        roots = [root]
+        if isinstance(root, (cst.List, cst.Tuple)):
+            roots = [element.value for element in root.elements]
     elif isinstance(func, cst.Attribute) and func.attr.value == "backward":
         if not _may_be_tensor(analysis, func.value):
             return None
         form, roots = "backward", [func.value]
     else:
         return None
-    inputs_position = 1 if form == "torch.autograd.grad" else None
-    inputs = _argument(call, inputs_position, "inputs")
-    return _Site(call, form, roots, inputs, _retains(call, form), statement)
+    spec = _FORMS[form]
+    inputs = _argument(call, spec.inputs) if spec.inputs is not None else None
+    return _Site(call, form, roots, inputs, _retains(call, spec), statement)
 
 
 def _may_be_tensor(analysis: FileAnalysis, node: cst.BaseExpression) -> bool:
-    """Not a module, object or class: `Function.backward(ctx, grad)` of a custom autograd
-    Function and `module.backward(...)` methods are not tensor backward calls."""
+    """Not an imported name, module, object or class: `Function.backward(ctx, grad)` of a
+    custom autograd Function and `dist_autograd.backward(...)` are no tensor's backward."""
+    if analysis.qualified_name(node) is not None:
+        return False
     if analysis.value_of(node).kind not in (Kind.TENSOR, Kind.UNKNOWN):
         return False
     return not (isinstance(node, cst.Name) and node.value[:1].isupper())
 
 
-def _argument(call: cst.Call, position: int | None, keyword: str) -> cst.BaseExpression | None:
+def _argument(call: cst.Call, where: tuple[int, str]) -> cst.BaseExpression | None:
+    position, keyword = where
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == keyword:
             return arg.value
     positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-    if position is not None and position < len(positional):
-        return positional[position]
-    return None
+    return positional[position] if position < len(positional) else None
 
 
-def _retains(call: cst.Call, form: str) -> bool:
+def _retains(call: cst.Call, form: _Form) -> bool:
     """Whether the call keeps its graph: `retain_graph` given (other than a literal False),
-    or `create_graph` given (other than False), which retain_graph defaults to."""
-    for keyword, position in _POSITIONS[form].items():
-        value = _argument(call, position, keyword)
-        if value is not None and not (
-            isinstance(value, cst.Name) and value.value in ("False", "None")
-        ):
+    or `create_graph`, which retain_graph defaults to."""
+    for where in (form.retain_graph, form.create_graph):
+        value = _argument(call, where) if where is not None else None
+        literal_false = isinstance(value, cst.Name) and value.value in ("False", "None")
+        if value is not None and not literal_false:
             return True
     return False
 
@@ -215,12 +242,16 @@ class _Checker:
     def __init__(self, analysis: FileAnalysis, provenance: Provenance) -> None:
         self.analysis = analysis
         self.provenance = provenance
-        self._lines: dict[cst.CSTNode, object] | None = None
+        self._positions: dict[cst.CSTNode, CodeRange] | None = None
+        self._in_order: list[cst.CSTNode] | None = None
 
     def judge(self, site: _Site, later: list[_Site]) -> RuleFinding | None:
+        """The finding for `site`, given the backward calls after it in its scope."""
         unsure: tuple[_Site | None, _Sharing] | None = None
         for partner in later:
-            if not self._may_follow(site, partner):
+            if _exclusive_branches(self.analysis, site.call, partner.call):
+                continue
+            if _expects_error(self.analysis, partner.call):
                 continue
             sharing = self._shared(site, partner)
             if sharing.verdict is _Verdict.SAVES:
@@ -228,29 +259,26 @@ class _Checker:
             if sharing.verdict is _Verdict.UNSURE and unsure is None:
                 unsure = (partner, sharing)
         loops = self.analysis.enclosing_loops(site.call)
-        if loops:
+        if loops and not _expects_error(self.analysis, site.call):
             sharing = self._shared_across_iterations(site, loops[0])
             if sharing.verdict is _Verdict.SAVES:
                 return self._loop_finding(site, loops, sharing)
             if sharing.verdict is _Verdict.UNSURE and unsure is None:
                 unsure = (None, sharing)
-        if unsure is not None:
-            return self._unsure_finding(site, *unsure)
-        return None
+        return self._unsure_finding(site, *unsure) if unsure is not None else None
 
     # -- sharing ----------------------------------------------------------------------------
     def _roots(self, site: _Site) -> list[Origin]:
         return [self.provenance.of(root) for root in site.roots]
 
     def _shared(self, first: _Site, second: _Site) -> _Sharing:
+        """What the two calls both backpropagate through."""
         certain = _graph(self._roots(first), True) & _graph(self._roots(second), True)
         possible = _graph(self._roots(first), False) & _graph(self._roots(second), False)
         return self._verdict(first, certain, possible)
 
     def _shared_across_iterations(self, site: _Site, loop: cst.For | cst.While) -> _Sharing:
-        """What two iterations of `loop` running `site` both backpropagate through: what is
-        evaluated once before the loop, and what different elements of the iterated
-        collection have in common."""
+        """What two iterations of `loop` running `site` both backpropagate through."""
         certain: set[Origin] = set()
         possible: set[Origin] = set()
         for root in self._roots(site):
@@ -260,31 +288,31 @@ class _Checker:
         return self._verdict(site, certain, possible)
 
     def _verdict(self, first: _Site, certain: set[Origin], possible: set[Origin]) -> _Sharing:
-        freed = self._freed_by(first)
+        runs = self._run_by(first)
         saving = [
             node
             for node in certain
-            if saves_tensors(node) and node.grad is Grad.ATTACHED and freed(node)
+            if node.grad is Grad.ATTACHED and saves_tensors(node) and runs(node)
         ]
         if saving:
-            return _Sharing(_Verdict.SAVES, self._latest(saving))
-        doubtful = [node for node in possible if saves_tensors(node) is not False]
-        if doubtful:
-            node = self._latest(doubtful)
-            return _Sharing(_Verdict.UNSURE, node, self._why_unsure(node, certain, freed))
-        return _Sharing(_Verdict.NOTHING)
+            return _Sharing(_Verdict.SAVES, self._closest_first(saving))
+        # A report needs evidence that the common part is in the graph: an operation on
+        # values of unknown origin (a device copy of a function parameter) is most often data.
+        doubtful = [
+            node for node in possible if node.grad.attached and saves_tensors(node) is not False
+        ]
+        if not doubtful:
+            return _Sharing(_Verdict.NOTHING)
+        nodes = self._closest_first(doubtful)
+        return _Sharing(_Verdict.UNSURE, nodes, self._why_unsure(nodes[0], certain, runs))
 
-    def _freed_by(self, site: _Site) -> Callable[[Origin], bool]:
-        """Which shared nodes `site` certainly runs, and so frees: its whole graph, or with
-        `inputs` only the nodes from which an input can be reached (a tensor in `inputs`, or
-        a module whose `.parameters()` are)."""
+    def _run_by(self, site: _Site) -> Callable[[Origin], bool]:
+        """Which nodes `site` certainly runs, and so frees: all of its graph, or with
+        `inputs` those from which an input can be reached (a tensor of `inputs`, or a
+        parameter of a module whose `.parameters()` are given)."""
         if site.inputs is None:
             return lambda node: True
-        wanted = {
-            origin
-            for origin, _ in walk(self.provenance.of(site.inputs))
-            if origin.kind is OriginKind.LEAF or origin.is_graph_node
-        }
+        inputs = set(_tensors_of(self.provenance.of(site.inputs)))
         owners = {
             self.provenance.module_constructor(receiver)
             for receiver in _parameter_owners(site.inputs)
@@ -292,145 +320,144 @@ class _Checker:
 
         def runs(node: Origin) -> bool:
             for origin, _ in walk(node, certain_only=True):
-                if origin in wanted:
+                if origin in inputs and origin is not node:
                     return True
                 call = origin.expression
-                if origin.kind is OriginKind.FORWARD and isinstance(call, cst.Call):
-                    if self.provenance.module_constructor(call.func) in owners:
-                        return True
+                if (
+                    origin.kind is OriginKind.FORWARD
+                    and isinstance(call, cst.Call)
+                    and self.provenance.module_constructor(call.func) in owners
+                ):
+                    return True
             return False
 
         return runs
 
-    def _why_unsure(
-        self, node: Origin, certain: set[Origin], freed: Callable[[Origin], bool]
-    ) -> str:
-        saves = saves_tensors(node)
-        if saves is None:
-            what = f"`{node.key}`" if node.key else "this operation"
+    def _why_unsure(self, node: Origin, certain: set[Origin], runs: Callable) -> str:
+        if saves_tensors(node) is None:
+            what = f"`{node.key}`" if node.key else "an operation it cannot see into"
             return f"gradfix does not know whether {what} saves tensors for backward"
         if node.grad is not Grad.ATTACHED:
-            return "gradfix cannot prove it is part of the autograd graph"
-        if node in certain and not freed(node):
+            return "it is graph-attached only by the name of a loss"
+        if node in certain and not runs(node):
             return "the first call differentiates only with respect to some inputs"
-        return "it is reached through a branch or a call gradfix cannot see into"
+        return "only through a branch or a call gradfix cannot follow"
 
-    def _latest(self, nodes: list[Origin]) -> Origin:
-        """The shared node closest to the roots (latest in the source): the one to name."""
-        return max(
+    def _closest_first(self, nodes: list[Origin]) -> list[Origin]:
+        """Latest in the source first (closest to the roots: the one to name), and of nodes
+        evaluated together the one a name was bound to."""
+        return sorted(
             nodes,
             key=lambda node: (
                 self.analysis.index.start.get(node.site, -1),
                 self.provenance.binding_of(node) is not None,
             ),
+            reverse=True,
         )
 
-    # -- order and separation ---------------------------------------------------------------
-    def _may_follow(self, first: _Site, second: _Site) -> bool:
-        """Whether `second` can run after `first` in one pass, and is not expected to fail."""
-        if _exclusive_branches(self.analysis, first.call, second.call):
-            return False
-        return not _expects_error(self.analysis, second.call)
+    # -- what runs in between -----------------------------------------------------------------
+    def _nodes_between(self, after: cst.CSTNode, before: cst.CSTNode) -> list[cst.CSTNode]:
+        """The nodes that start after `after` ends and before `before` starts."""
+        start, end = self.analysis.index.start, self.analysis.index.end
+        if self._in_order is None:
+            self._in_order = sorted(start, key=start.__getitem__)
+        first = bisect.bisect_left(self._in_order, end[after], key=start.__getitem__)
+        last = bisect.bisect_left(self._in_order, start[before], key=start.__getitem__)
+        return self._in_order[first:last]
 
-    def _updates_between(self, start: cst.CSTNode, end: cst.CSTNode) -> cst.CSTNode | None:
-        """The first parameter update (optimizer step, in-place write to a parameter) that
-        runs after `start` and before `end`, in source order."""
-        index = self.analysis.index
-        scope = self.analysis.scope_of(start)
-        after, before = index.end[start], index.start[end]
-        for node in index.parents:
-            if after <= index.start[node] < before and _updates_parameters(
-                self.analysis, self.provenance, node
-            ):
-                if self.analysis.scope_of(node) is scope:
-                    return node
-        return None
+    def _nodes_within(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        start, end = self.analysis.index.start, self.analysis.index.end
+        if self._in_order is None:
+            self._in_order = sorted(start, key=start.__getitem__)
+        first = bisect.bisect_left(self._in_order, start[node], key=start.__getitem__)
+        last = bisect.bisect_left(self._in_order, end[node], key=start.__getitem__)
+        return self._in_order[first:last]
 
-    def _update_in_loop(self, loop: cst.For | cst.While) -> cst.CSTNode | None:
-        index = self.analysis.index
-        body = loop.body
-        for node in index.parents:
-            if index.start[body] <= index.start[node] < index.end[body] and _updates_parameters(
-                self.analysis, self.provenance, node
-            ):
-                return node
-        return None
+    def _first_update(self, nodes: list[cst.CSTNode]) -> cst.CSTNode | None:
+        """The first parameter update (optimizer step, in-place write to a parameter)."""
+        return next(
+            (node for node in nodes if _updates_parameters(self.analysis, self.provenance, node)),
+            None,
+        )
 
     def _nothing_between(self, first: _Site, second: _Site) -> bool:
-        """Whether only tensor computations run between the two calls (no step, no zero_grad,
-        no reading of `.grad`), so that one backward of the sum is equivalent."""
-        if first.form != "backward" or second.form != "backward" or first.call.args:
-            return False
-        index = self.analysis.index
-        after, before = index.end[first.statement], index.start[second.statement]
-        for node in index.parents:
-            if after <= index.start[node] < before:
-                if isinstance(node, cst.Attribute) and node.attr.value in ("grad", "zero_grad"):
-                    return False
-                if isinstance(node, (cst.For, cst.While, cst.If, cst.Return)):
-                    return False
-        return not self.analysis.enclosing_loops(second.call) or (
-            self.analysis.enclosing_loops(second.call) == self.analysis.enclosing_loops(first.call)
+        """Whether only tensor computations run between two plain `.backward()` calls (no
+        step, no zero_grad, no reading of `.grad`, no control flow), so that one backward of
+        the sum is equivalent."""
+        plain = all(site.form == "backward" and not site.call.args for site in (first, second))
+        same_loops = self.analysis.enclosing_loops(first.call) == self.analysis.enclosing_loops(
+            second.call
         )
+        if not plain or not same_loops:
+            return False
+        for node in self._nodes_between(first.statement, second.statement):
+            if isinstance(node, cst.Attribute) and node.attr.value in _GRADIENT_ATTRIBUTES:
+                return False
+            if isinstance(node, cst.BaseCompoundStatement):
+                return False
+        return True
 
     # -- findings ---------------------------------------------------------------------------
     def _pair_finding(self, site: _Site, partner: _Site, sharing: _Sharing) -> RuleFinding:
-        shared = self._describe(sharing.through)
-        call, other = self._code(site.call), self._code(partner.call)
+        call, other = self._label(site.call), self._label(partner.call)
+        shared = self._describe(sharing.nodes[0])
         line = self._line(partner.call)
-        update = self._updates_between(site.statement, partner.statement)
+        update = self._first_update(self._nodes_between(site.statement, partner.statement))
         if update is not None:
             message = (
-                f"`{call}` and `{other}` (line {line}) both backpropagate through {shared}, "
-                f"whose saved tensors the first call frees, and `{self._code(update)}` (line "
-                f"{self._line(update)}) updates parameters in between: `retain_graph=True` "
-                f"would only turn the {_TWICE_ERROR} error into 'modified by an inplace "
-                "operation' (pytorch/pytorch#39141). Move the step after the last backward."
+                f"{call} and {other} (line {line}) both backpropagate through {shared}, and "
+                f"`{self._code(update)}` (line {self._line(update)}) updates parameters "
+                f"between them: `retain_graph=True` would only turn the {_TWICE_ERROR} error "
+                "into 'modified by an inplace operation' (pytorch/pytorch#39141). Move the "
+                "step after the last backward."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         message = (
-            f"`{call}` frees the saved tensors of {shared}, which `{other}` (line {line}) "
+            f"{call} frees the saved tensors of {shared}, which {other} (line {line}) "
             f"backpropagates through again: it raises {_TWICE_ERROR}. Pass "
             "`retain_graph=True` here"
         )
         if self._nothing_between(site, partner):
-            sum_code = f"({self._code(site.roots[0])} + {self._code(partner.roots[0])})"
-            message += (
-                f"; as nothing runs between them, `{sum_code}.backward()` gives the same "
-                "gradients in one cheaper pass"
-            )
+            message += f"; as nothing runs between them, {self._sum_hint(site, partner)}"
         replacement = _with_retain_graph(site.call, cst.Name("True"))
         return RuleFinding(site.call, message + ".", Tier.SAFE, {site.call: replacement})
+
+    def _sum_hint(self, first: _Site, second: _Site) -> str:
+        roots = [self._code(first.roots[0]), self._code(second.roots[0])]
+        if roots[0] == roots[1]:
+            return "one backward of twice the loss is the cheaper equivalent"
+        if max(len(root) for root in roots) > 24:
+            return "one backward of the sum of both losses is the cheaper equivalent"
+        return f"`({roots[0]} + {roots[1]}).backward()` is the cheaper equivalent"
 
     def _loop_finding(
         self, site: _Site, loops: list[cst.For | cst.While], sharing: _Sharing
     ) -> RuleFinding:
         loop = loops[0]
-        call, shared = self._code(site.call), self._describe(sharing.through)
         repeated = (
-            f"`{call}` runs on every iteration of the loop at line {self._line(loop)}, and "
-            f"every iteration backpropagates through {shared}, which is computed once for all "
-            f"of them: the second iteration raises {_TWICE_ERROR}."
+            f"{self._label(site.call)} runs on every iteration of the loop at line "
+            f"{self._line(loop)}, and each backpropagates through "
+            f"{self._describe(sharing.nodes[0])}, computed once for all of them: the second "
+            f"iteration raises {_TWICE_ERROR}."
         )
-        update = self._update_in_loop(loop)
+        update = self._first_update(self._nodes_within(loop.body))
         if update is not None:
             message = (
                 f"{repeated} `{self._code(update)}` (line {self._line(update)}) updates "
                 "parameters between iterations, so retaining the graph would fail with "
-                "'modified by an inplace operation' instead (pytorch/pytorch#39141): recompute "
-                f"{shared} in each iteration, or move the step after the loop."
+                "'modified by an inplace operation' instead (pytorch/pytorch#39141): compute "
+                "the shared part inside the loop, or move the step after it."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
-        outer_shared = len(loops) > 1 and evaluated_outside(
-            sharing.through, loops[1], self.analysis
+        # Built before an outer loop too: retaining must then span that loop's iterations.
+        outer = len(loops) > 1 and any(
+            not evaluated_in(node, loops[1], self.analysis) for node in sharing.nodes
         )
-        condition = (
-            None if outer_shared else _last_iteration_test(self.analysis, self.provenance, loop)
-        )
+        condition = None if outer else _last_iteration_test(self.analysis, self.provenance, loop)
         if condition is None:
             message = (
-                f"{repeated} Retain the graph on every iteration but the last (gradfix "
-                "cannot write that condition for this loop)."
+                f"{repeated} Retain the graph on every iteration but the last (gradfix cannot "
+                "write that condition for this loop)."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         code = self.analysis.module.code_for_node(condition)
@@ -439,42 +466,48 @@ class _Checker:
         return RuleFinding(site.call, message, Tier.SAFE, {site.call: replacement})
 
     def _unsure_finding(self, site: _Site, partner: _Site | None, sharing: _Sharing) -> RuleFinding:
-        shared = self._describe(sharing.through)
-        call = self._code(site.call)
+        call, shared = self._label(site.call), self._describe(sharing.nodes[0])
         if partner is None:
-            where = "every iteration of its loop may backpropagate through"
+            later = "the next iteration of its loop"
+            fix = "`retain_graph=True` on every iteration but the last"
         else:
-            where = (
-                f"`{self._code(partner.call)}` (line {self._line(partner.call)}) may "
-                "backpropagate through"
-            )
+            later = f"{self._label(partner.call)} (line {self._line(partner.call)})"
+            fix = "`retain_graph=True` here"
         message = (
-            f"After `{call}`, {where} {shared} again ({sharing.why_unsure}). If it raises "
-            f"{_TWICE_ERROR}, pass `retain_graph=True` to `{call}`"
-            + (" on all iterations but the last." if partner is None else ".")
+            f"After {call}, {later} may backpropagate through {shared} again "
+            f"({sharing.why_unsure}). If it raises {_TWICE_ERROR}, pass {fix}."
         )
         return RuleFinding(site.call, message, Tier.REPORT)
 
     # -- message helpers --------------------------------------------------------------------
-    def _describe(self, origin: Origin | None) -> str:
-        if origin is None or origin.expression is None:
-            return "a common part of the graph"
+    def _describe(self, origin: Origin) -> str:
+        """`h` (`h = trunk(x)`, line 12), or the expression when no name was bound to it."""
         binding = self.provenance.binding_of(origin)
         if binding is not None and binding.kind is BindingKind.ASSIGN:
-            return f"`{binding.key}` (`{self._code(binding.statement)}`, line {self._line(binding.statement)})"
-        return f"`{self._code(origin.expression)}` (line {self._line(origin.expression)})"
+            statement = binding.statement
+            code = self._code(statement)
+            if not isinstance(statement, (cst.Assign, cst.AnnAssign)) and binding.value:
+                code = f"{binding.key} := {self._code(binding.value)}"  # a walrus in a test
+            return f"`{binding.key}` (`{code}`, line {self._line(statement)})"
+        node = origin.expression or origin.site
+        if node is None:
+            return "a common part of the graph"
+        return f"`{self._code(node)}` (line {self._line(node)})"
+
+    def _label(self, call: cst.Call) -> str:
+        code = self._code(call)
+        return f"`{code}`" if len(code) <= 48 else f"`{self._code(call.func)}(...)`"
 
     def _code(self, node: cst.CSTNode) -> str:
-        code = self.analysis.module.code_for_node(node).strip()
-        code = " ".join(code.split())
+        code = " ".join(self.analysis.module.code_for_node(node).split())
         return code if len(code) <= 60 else code[:57] + "..."
 
     def _line(self, node: cst.CSTNode) -> int:
-        if self._lines is None:
+        if self._positions is None:
             wrapper = MetadataWrapper(self.analysis.module, unsafe_skip_copy=True)
-            self._lines = dict(wrapper.resolve(PositionProvider))
-        position = self._lines.get(node)
-        return position.start.line if position is not None else 0  # type: ignore[attr-defined]
+            self._positions = dict(wrapper.resolve(PositionProvider))
+        position = self._positions.get(node)
+        return position.start.line if position is not None else 0
 
 
 # -- sharing helpers ---------------------------------------------------------------------------
@@ -483,6 +516,14 @@ def _graph(roots: list[Origin], certain_only: bool) -> set[Origin]:
     for root in roots:
         nodes |= reachable_graph_nodes(root, certain_only)
     return nodes
+
+
+def _tensors_of(origin: Origin) -> Iterator[Origin]:
+    """The values a collection expression holds (itself, for a single tensor)."""
+    structure = (OriginKind.COLLECTION, OriginKind.ITEM, OriginKind.CHOICE)
+    for node, _ in walk(origin, stop=lambda node: node.kind not in structure):
+        if node.kind not in structure:
+            yield node
 
 
 def _evaluated_once(
@@ -499,10 +540,10 @@ def _evaluated_once(
 
     for origin, is_certain in walk(root, stop=own_element):
         if own_element(origin):
-            element_certain, element_possible = _common_to_elements(origin.inputs[0], analysis)
-            possible |= element_possible
+            common_certain, common_possible = _common_to_elements(origin.inputs[0], analysis)
+            possible |= common_possible
             if is_certain:
-                certain |= element_certain
+                certain |= common_certain
         elif origin.is_graph_node and not evaluated_in(origin, loop, analysis):
             possible.add(origin)
             if is_certain:
@@ -513,34 +554,28 @@ def _evaluated_once(
 def _common_to_elements(
     collection: Origin, analysis: FileAnalysis
 ) -> tuple[set[Origin], set[Origin]]:
-    """Graph nodes shared by different elements of `collection`: per comprehension or loop
-    template, what is evaluated outside the region that repeats it; across literal items,
-    what they have in common."""
+    """Graph nodes different elements of `collection` share (certainly, possibly): for an
+    element made by a comprehension or loop, what is evaluated outside it; across the items
+    of a literal, what they have in common."""
     if collection.kind is not OriginKind.COLLECTION:
         return set(), set()
     certain: set[Origin] = set()
     possible: set[Origin] = set()
-    literal = [item for item in collection.inputs if item.repeats_in is None]
     for item in collection.inputs:
-        if item.repeats_in is None:
-            continue
-        for origin, is_certain in walk(item.inputs[0]):
-            if origin.is_graph_node and not evaluated_in(origin, item.repeats_in, analysis):
-                possible.add(origin)
-                if is_certain:
-                    certain.add(origin)
-    graphs = [_graph([item.inputs[0]], True) for item in literal]
-    loose = [_graph([item.inputs[0]], False) for item in literal]
-    if len(graphs) >= 2:
-        certain |= set.intersection(*graphs)
+        if item.repeats_in is not None:
+            for origin, is_certain in walk(item.inputs[0]):
+                if origin.is_graph_node and not evaluated_in(origin, item.repeats_in, analysis):
+                    possible.add(origin)
+                    if is_certain:
+                        certain.add(origin)
+    literal = [item.inputs[0] for item in collection.inputs if item.repeats_in is None]
+    if len(literal) >= 2:
+        certain |= set.intersection(*(_graph([value], True) for value in literal))
+        loose = [_graph([value], False) for value in literal]
         for position, nodes in enumerate(loose):
             for other in loose[position + 1 :]:
                 possible |= nodes & other
     return certain, possible
-
-
-def evaluated_outside(origin: Origin | None, loop: cst.CSTNode, analysis: FileAnalysis) -> bool:
-    return origin is not None and not evaluated_in(origin, loop, analysis)
 
 
 # -- order, branches, updates ------------------------------------------------------------------
@@ -579,7 +614,7 @@ def _exclusive_branches(analysis: FileAnalysis, a: cst.CSTNode, b: cst.CSTNode) 
 
 def _expects_error(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
     """Whether `node` runs where the code expects an exception: under `with
-    self.assertRaises(...)` / `pytest.raises(...)`, or in a `try` body."""
+    self.assertRaises(...)` / `pytest.raises(...)`, or in the body of a `try`."""
     child, current = node, analysis.parent(node)
     while current is not None and not isinstance(current, cst.FunctionDef):
         if isinstance(current, cst.With):
@@ -612,6 +647,8 @@ def _updates_parameters(analysis: FileAnalysis, provenance: Provenance, node: cs
 
 
 def _is_parameter(analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression) -> bool:
+    """`p.data`, `layer.weight`, `layer.bias`, a loop variable over `.parameters()`, or a
+    value whose provenance is a parameter."""
     if isinstance(node, cst.Attribute):
         if node.attr.value == "data":
             return _is_parameter(analysis, provenance, node.value)
@@ -620,37 +657,67 @@ def _is_parameter(analysis: FileAnalysis, provenance: Provenance, node: cst.Base
     if isinstance(node, cst.Name):
         for binding in provenance.reaching(node.value, node):
             iterable = binding.value
-            if binding.kind is BindingKind.LOOP_TARGET and iterable is not None:
-                if "parameters(" in analysis.module.code_for_node(iterable):
-                    return True
+            if (
+                binding.kind is BindingKind.LOOP_TARGET
+                and iterable is not None
+                and "parameters(" in analysis.module.code_for_node(iterable)
+            ):
+                return True
     return provenance.of(node).kind is OriginKind.LEAF
 
 
 # -- how it rewrites ---------------------------------------------------------------------------
 def _with_retain_graph(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
-    """`call` with `retain_graph=<value>` appended, in the layout of its other arguments."""
+    """`call` with `retain_graph=<value>` appended in the layout of its other arguments: on the
+    same line, or on a line of its own when they are one per line; comments stay where they
+    are, a trailing comma stays trailing."""
+    no_space = cst.SimpleWhitespace("")
     new = cst.Arg(
         value=value,
         keyword=cst.Name("retain_graph"),
-        equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-        ),
+        equal=cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space),
     )
     args = list(call.args)
     if not args:
-        return call.with_changes(args=[new])
+        return call.with_changes(args=[new], whitespace_before_args=no_space)
     last = args[-1]
-    # The old last argument gets the separator used between the others (a call laid out one
-    # argument per line keeps that layout); a trailing comma moves to the new argument.
-    separator = args[-2].comma if len(args) > 1 else None
-    if not isinstance(separator, cst.Comma):
-        trailing = isinstance(last.comma, cst.Comma)
-        spacing = call.whitespace_before_args if trailing else cst.SimpleWhitespace(" ")
-        separator = cst.Comma(whitespace_after=spacing)
-    if isinstance(last.comma, cst.Comma):
-        new = new.with_changes(comma=last.comma)
-    args[-1] = last.with_changes(comma=separator)
+    between = args[-2].comma if len(args) > 1 else None
+    separator = _bare(between) if isinstance(between, cst.Comma) else _comma(" ")
+    # What separated the last argument from `)` now follows the new one.
+    new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+    old_comma = separator
+    trailing = last.comma
+    if isinstance(trailing, cst.Comma):
+        closing = trailing.whitespace_after
+        indent = between.whitespace_after if isinstance(between, cst.Comma) else None
+        if not isinstance(indent, cst.ParenthesizedWhitespace):
+            indent = call.whitespace_before_args
+        if isinstance(closing, cst.ParenthesizedWhitespace) and isinstance(
+            indent, cst.ParenthesizedWhitespace
+        ):
+            # One argument per line: the old comma (and its comment) stays, now followed by
+            # the arguments' indentation; the new argument ends the way the old one did.
+            old_comma = trailing.with_changes(
+                whitespace_after=closing.with_changes(
+                    indent=indent.indent, last_line=indent.last_line
+                )
+            )
+            trailing = _bare(trailing)
+        new = new.with_changes(comma=trailing)
+    args[-1] = last.with_changes(comma=old_comma, whitespace_after_arg=no_space)
     return call.with_changes(args=[*args, new])
+
+
+def _comma(space: str) -> cst.Comma:
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(space))
+
+
+def _bare(comma: cst.Comma) -> cst.Comma:
+    """`comma` without the comment and blank lines that may follow it."""
+    after = comma.whitespace_after
+    if isinstance(after, cst.ParenthesizedWhitespace):
+        after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return comma.with_changes(whitespace_after=after)
 
 
 def _last_iteration_test(
@@ -658,35 +725,41 @@ def _last_iteration_test(
 ) -> cst.BaseExpression | None:
     """An expression true on every iteration of `loop` but the last: `i < len(xs) - 1` with an
     `enumerate` or `range` index, `x is not xs[-1]` over a list of distinct tensors or
-    modules; None when gradfix cannot write one."""
+    modules; None when gradfix cannot write one. What it reads must not change in the loop."""
     if not isinstance(loop, cst.For) or loop.orelse is not None:
         return None
     target, iterable = loop.target, loop.iter
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
         builtin = iterable.func.value
-        args = [arg.value for arg in iterable.args]
-        keywords = [arg for arg in iterable.args if arg.keyword is not None or arg.star]
-        if keywords:
+        if any(arg.keyword is not None or arg.star for arg in iterable.args):
             return None
+        args = [arg.value for arg in iterable.args]
         if builtin == "enumerate" and len(args) == 1 and isinstance(target, cst.Tuple):
             index = target.elements[0].value if target.elements else None
-            if isinstance(index, cst.Name) and _is_sized(analysis, provenance, args[0]):
-                length = cst.Call(cst.Name("len"), [cst.Arg(args[0])])
-                return _less_than_last(index, length)
-        if builtin == "range" and len(args) in (1, 2) and isinstance(target, cst.Name):
+            sequence = args[0]
+            if (
+                isinstance(index, cst.Name)
+                and _is_sized(analysis, provenance, sequence)
+                and _unchanged_in(analysis, sequence, loop)
+            ):
+                return _less_than_last(index, cst.Call(cst.Name("len"), [cst.Arg(sequence)]))
+        if (
+            builtin == "range"
+            and len(args) in (1, 2)
+            and isinstance(target, cst.Name)
+            and _unchanged_in(analysis, args[-1], loop)
+        ):
             return _less_than_last(target, args[-1])
         return None
-    if isinstance(target, cst.Name) and isinstance(iterable, (cst.Name, cst.Attribute)):
-        if _distinct_items(analysis, provenance, iterable):
-            last = cst.Subscript(
-                iterable,
-                [
-                    cst.SubscriptElement(
-                        cst.Index(cst.UnaryOperation(cst.Minus(), cst.Integer("1")))
-                    )
-                ],
-            )
-            return cst.Comparison(target, [cst.ComparisonTarget(cst.IsNot(), last)])
+    if (
+        isinstance(target, cst.Name)
+        and isinstance(iterable, (cst.Name, cst.Attribute))
+        and _distinct_items(analysis, provenance, iterable)
+        and _unchanged_in(analysis, iterable, loop)
+    ):
+        minus_one = cst.UnaryOperation(cst.Minus(), cst.Integer("1"))
+        last = cst.Subscript(iterable, [cst.SubscriptElement(cst.Index(minus_one))])
+        return cst.Comparison(target, [cst.ComparisonTarget(cst.IsNot(), last)])
     return None
 
 
@@ -695,6 +768,51 @@ def _less_than_last(index: cst.Name, stop: cst.BaseExpression) -> cst.Comparison
         stop = stop.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     last = cst.BinaryOperation(stop, cst.Subtract(), cst.Integer("1"))
     return cst.Comparison(index, [cst.ComparisonTarget(cst.LessThan(), last)])
+
+
+def _unchanged_in(analysis: FileAnalysis, expression: cst.BaseExpression, loop: cst.For) -> bool:
+    """Whether no name `expression` reads is rebound, or mutated as a list, in `loop`'s body:
+    re-evaluated there, the condition must still mean what it did at the loop header."""
+    names: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.append(node.value)
+
+    expression.visit(Finder())
+    scope = analysis.scope_of(loop)
+    for name in names:
+        for occurrence in analysis.occurrences(name, scope):
+            if not _inside(analysis, occurrence, loop.body):
+                continue
+            parent = analysis.parent(occurrence)
+            stored = not _is_read(analysis, occurrence)
+            mutated = (
+                isinstance(parent, cst.Attribute)
+                and parent.value is occurrence
+                and parent.attr.value in _MUTATING_METHODS
+            )
+            if stored or mutated:
+                return False
+    return True
+
+
+def _is_read(analysis: FileAnalysis, name: cst.Name) -> bool:
+    child, parent = name, analysis.parent(name)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        child, parent = parent, analysis.parent(parent)
+    if isinstance(parent, (cst.AssignTarget, cst.AsName, cst.Del)):
+        return False
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+        return parent.target is not child
+    return True
+
+
+def _inside(analysis: FileAnalysis, node: cst.CSTNode, region: cst.CSTNode) -> bool:
+    current: cst.CSTNode | None = node
+    while current is not None and current is not region:
+        current = analysis.parent(current)
+    return current is region
 
 
 def _is_sized(analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression) -> bool:
@@ -706,11 +824,7 @@ def _is_sized(analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpr
         origin.expression, (cst.List, cst.Tuple, cst.ListComp)
     ):
         return True
-    constructor = provenance.module_constructor(node)
-    return (
-        constructor is not None
-        and analysis.qualified_name(constructor.func) == "torch.nn.ModuleList"
-    )
+    return _is_module_list(analysis, provenance, node)
 
 
 def _distinct_items(
@@ -719,11 +833,7 @@ def _distinct_items(
     """A list or tuple whose elements are distinct tensors or modules, so that `x is xs[-1]`
     holds for the last one only: a comprehension or appended list of tensors, a literal of
     different tensors, or a ModuleList."""
-    constructor = provenance.module_constructor(node)
-    if (
-        constructor is not None
-        and analysis.qualified_name(constructor.func) == "torch.nn.ModuleList"
-    ):
+    if _is_module_list(analysis, provenance, node):
         return True
     origin = provenance.of(node)
     if origin.kind is not OriginKind.COLLECTION or not isinstance(
@@ -731,7 +841,15 @@ def _distinct_items(
     ):
         return False
     values = [item.inputs[0] for item in origin.inputs]
-    tensors = all(
-        value.kind in (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS) for value in values
+    tensors = (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS)
+    return all(value.kind in tensors for value in values) and len(set(values)) == len(values)
+
+
+def _is_module_list(
+    analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression
+) -> bool:
+    constructor = provenance.module_constructor(node)
+    return (
+        constructor is not None
+        and analysis.qualified_name(constructor.func) == "torch.nn.ModuleList"
     )
-    return tensors and len(set(values)) == len(values)
