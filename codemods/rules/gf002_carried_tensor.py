@@ -620,7 +620,21 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
     reused = [c for c in flow.backward_calls if analysis.contains(store.loop, c)]
     if flow.backward_calls and not reused:
         return None  # differentiated after the loop on purpose (full BPTT, stacked loss)
+    if _emptied_in(analysis, store):
+        return None  # nothing stored survives an iteration of the loop
     container = _code(analysis, store.container)
+    if reused and _read_back_in_same_iteration(analysis, store):
+        # This iteration's entries are differentiated too (a REINFORCE-style list of log
+        # probabilities): detaching them would silence their gradients. What is wrong is
+        # that older entries survive the backward.
+        return RuleFinding(
+            store.statement,
+            f"`{container}` keeps graph-attached tensors across iterations and a backward "
+            "in the loop reads them all, including those whose graph an earlier backward "
+            "freed ('Trying to backward through the graph a second time'). Empty it after "
+            f"each backward (`{container}.clear()`) rather than detaching what it stores.",
+            Tier.REPORT,
+        )
     operand = _code(analysis, store.operand)
     why = value.evidence or "it is computed from graph-attached values"
     if reused:
@@ -645,6 +659,57 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
     if not isinstance(store.operand, _ATOMS):
         return RuleFinding(store.statement, message, Tier.REPORT)
     return RuleFinding(store.statement, message, tier, {store.operand: _detached(store.operand)})
+
+
+def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
+    """Whether the loop empties or rebinds the container (`xs.clear()`, `del xs[:]`,
+    `xs = []`), so that what one iteration stores is gone by the next."""
+    key = target_key(store.container)
+    for node in analysis.descendants(store.loop.body):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value == "clear" and target_key(node.func.value) == key:
+                return True
+        elif isinstance(node, cst.Del):
+            if any(key == target_key(_container_of(t)) for t in _deleted(node.target)):
+                return True
+        elif isinstance(node, cst.Assign) and any(
+            target_key(t.target) == key for t in node.targets
+        ):
+            return True
+    return False
+
+
+def _deleted(target: cst.BaseDelTargetExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [element.value for element in target.elements]
+    return [target]
+
+
+def _container_of(target: cst.BaseExpression) -> cst.BaseExpression:
+    return target.value if isinstance(target, cst.Subscript) else target
+
+
+def _read_back_in_same_iteration(analysis: FileAnalysis, store: _KeptStore) -> bool:
+    """Whether the container is read after the store within an iteration of the loop, and
+    that read reaches a backward in the loop: the backward then differentiates what this
+    iteration stored."""
+    key = target_key(store.container)
+    scope = analysis.scope_of(store.statement)
+    after = analysis.index.end[store.statement]
+    if key is None or key.startswith("self."):
+        return True  # reads in other methods: assume the worst
+    for read in analysis.occurrences(key, scope):
+        if (
+            analysis.index.start[read] >= after
+            and analysis.contains(store.loop, read)
+            and analysis.is_load(read)
+            and any(
+                analysis.contains(store.loop, c)
+                for c in follow_expression(analysis, read).backward_calls
+            )
+        ):
+            return True
+    return False
 
 
 # -- shared helpers --------------------------------------------------------------------------
