@@ -29,6 +29,7 @@ class Edit:
     end_line: int
     end_column: int
     replacement: str
+    cell: int | None = None  # in a notebook: the cell whose source the positions count in
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,12 @@ class Finding:
     message: str
     tier: Tier
     edit: Edit | None = None
+    # In a notebook: the cell (1-based, counting every cell) whose source the positions count
+    # in, and where the finding starts in the .ipynb file's own text (the JSON string holding
+    # the line), for tools that only know file lines: GitHub annotations and SARIF.
+    cell: int | None = None
+    file_line: int | None = None
+    file_column: int | None = None
 
     @property
     def fixable(self) -> bool:

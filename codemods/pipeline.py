@@ -44,7 +44,7 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
     else:
         rules = []  # nothing here can be proven graph-attached
     if not rules:
-        return SourceResult(error=_syntax_error(source))
+        return SourceResult(error=syntax_error(source))
     try:
         module = cst.parse_module(source)
     except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
@@ -81,7 +81,7 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
     return result
 
 
-def _syntax_error(source: bytes) -> str | None:
+def syntax_error(source: bytes) -> str | None:
     """A parse error in a file no rule needs to parse, found cheaply: Python's own parser
     (C, many times faster than LibCST) first, LibCST only to confirm what it rejects (it
     accepts newer syntax than the running Python)."""
@@ -123,14 +123,7 @@ def _finding(
 ) -> Finding:
     edit = None
     if rule_finding.replacements and rule_finding.tier is not Tier.REPORT:
-        replaced = rule_finding.node.visit(ReplaceNodes(rule_finding.replacements))
-        edit = Edit(
-            where.start.line,
-            where.start.column + 1,
-            where.end.line,
-            where.end.column + 1,
-            module.code_for_node(replaced),
-        )
+        edit = _edit(module, rule_finding, where, positions)
     return Finding(
         rule=code,
         line=where.start.line,
@@ -141,6 +134,51 @@ def _finding(
         tier=rule_finding.tier,
         edit=edit,
     )
+
+
+def _edit(
+    module: cst.Module,
+    rule_finding: RuleFinding,
+    where: CodeRange,
+    positions: dict[cst.CSTNode, CodeRange],
+) -> Edit:
+    """The finding's fix as one text edit: over the reported node when the replacements are
+    inside it, else over the span from the first replaced or reported text to the last (a
+    `.clone()` where a tensor is bound, reported at the write lines below)."""
+    if _inside(rule_finding.node, rule_finding.replacements):
+        replaced = rule_finding.node.visit(ReplaceNodes(rule_finding.replacements))
+        text = module.code_for_node(replaced)
+        return Edit(
+            where.start.line, where.start.column + 1, where.end.line, where.end.column + 1, text
+        )
+    spans = [where, *(positions[node] for node in rule_finding.replacements)]
+    start = min((span.start.line, span.start.column) for span in spans)
+    end = max((span.end.line, span.end.column) for span in spans)
+    old = module.code
+    new = module.visit(ReplaceNodes(rule_finding.replacements)).code
+    first, last = _offset(old, start), _offset(old, end)
+    text = new[first : last + len(new) - len(old)]
+    return Edit(start[0], start[1] + 1, end[0], end[1] + 1, text)
+
+
+def _inside(node: cst.CSTNode, replaced: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+    """Whether every replaced node is `node` or one of its descendants."""
+    found: set[cst.CSTNode] = set()
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            if visited in replaced:
+                found.add(visited)
+            return True
+
+    node.visit(Collect())
+    return len(found) == len(replaced)
+
+
+def _offset(code: str, position: tuple[int, int]) -> int:
+    """The index in `code` of a (1-based line, 0-based column) position."""
+    line, column = position
+    return sum(len(text) for text in code.splitlines(keepends=True)[: line - 1]) + column
 
 
 def overlaps(

@@ -72,6 +72,7 @@ _PRECEDENCE: dict[type[cst.BaseBinaryOp], int] = {
 }
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
 _GRAPH_OPS = (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS)
+_NOT_TENSORS = frozenset(Kind) - {Kind.TENSOR, Kind.UNKNOWN}
 
 Storage = Hashable  # the base Origin, or (scope, key, reaching bindings) for a name-only tensor
 
@@ -163,13 +164,15 @@ class _Checker:
         self.analysis = analysis
         self.provenance = Provenance(analysis)
         self._aliases: dict[Origin, _Alias | None] = {}
-        self._ops: dict[ScopeNode, list[cst.CSTNode]] = {}
+        self._by_scope: dict[ScopeNode, list[cst.CSTNode]] = {}
         self._load_cache: dict[ScopeNode, list[cst.BaseExpression]] = {}
         self._backwards: dict[ScopeNode, list[cst.CSTNode]] = {}
 
     def findings(self) -> Iterator[RuleFinding]:
         broken: set[Storage] = set()
         for write in self._writes():
+            if self.analysis.value_of(write.target).kind in _NOT_TENSORS:
+                continue  # `count += 1`, `d[key] = v`: cheap to rule out, costly to follow
             alias = self.alias_of(write.target)
             if alias is None or alias.storage in broken:
                 continue
@@ -314,6 +317,8 @@ class _Checker:
         return isinstance(statement, cst.AugAssign) and statement.target is origin.expression
 
     def _storage_key(self, origin: Origin) -> Storage | None:
+        if origin.kind is OriginKind.UNKNOWN and isinstance(origin.expression, cst.Param):
+            return origin  # a parameter: one origin for every read of it
         if origin.kind is OriginKind.UNKNOWN:
             # Known by name only (`self.queue`, a parameter): two reads under the same
             # reaching bindings read the same object.
@@ -422,14 +427,15 @@ class _Checker:
         return next((loop for loop in self.analysis.enclosing_loops(first) if loop in around), None)
 
     def _op_nodes(self, scope: ScopeNode) -> list[cst.CSTNode]:
-        if scope not in self._ops:
-            self._ops[scope] = [
-                node
-                for node in self.analysis.index.parents
-                if isinstance(node, (cst.Call, cst.BinaryOperation))
-                and self.analysis.scope_of(node) is scope
-            ]
-        return self._ops[scope]
+        return [n for n in self._nodes(scope) if isinstance(n, (cst.Call, cst.BinaryOperation))]
+
+    def _nodes(self, scope: ScopeNode) -> list[cst.CSTNode]:
+        """The scope's calls, operators and assignments, in source order."""
+        if not self._by_scope:
+            for node in self.analysis.index.parents:
+                if isinstance(node, (cst.Call, cst.BinaryOperation, cst.Assign)):
+                    self._by_scope.setdefault(self.analysis.scope_of(node), []).append(node)
+        return self._by_scope.get(scope, [])
 
     def _backward_statements(self, scope: ScopeNode) -> list[cst.CSTNode]:
         if scope not in self._backwards:
@@ -462,17 +468,22 @@ class _Checker:
         input_savers = self._input_savers(write, alias)
         if output_saver is None and not input_savers:
             return None
-        saved = self._what_was_saved(alias, output_saver, input_savers)
         message = (
-            f"`{self._code(write.node)}` writes in place into {saved}, which autograd saved "
-            f"for backward: backward raises {_ERROR}."
+            f"`{self._code(write.node)}` writes in place into "
+            f"{self._what_was_saved(output_saver, input_savers)} for backward: backward "
+            f"raises {_ERROR}."
         )
         fix = self._fix(write, alias, output_saver, input_savers)
         return RuleFinding(write.node, f"{message} {fix.advice}", fix.tier, fix.replacements)
 
     def _is_leaf(self, base: Origin) -> bool:
+        """A tensor that requires grad and has no history: in-place writes to it outside
+        `no_grad` are refused at once."""
         if base.kind is OriginKind.LEAF:
-            return True
+            frozen = isinstance(base.expression, cst.Call) and _is_false(
+                _keyword(base.expression, "requires_grad")
+            )
+            return not frozen  # `nn.Parameter(w, requires_grad=False)`
         # `for p in model.parameters(): p -= lr * p.grad`
         if base.kind is not OriginKind.ELEMENT or not base.inputs:
             return False
@@ -483,14 +494,13 @@ class _Checker:
             and iterable.func.attr.value == "parameters"
         )
 
-    def _what_was_saved(
-        self, alias: _Alias, output_saver: _Saver | None, input_savers: list[_Saver]
-    ) -> str:
+    def _what_was_saved(self, output_saver: _Saver | None, input_savers: list[_Saver]) -> str:
         if output_saver is not None:
-            return f"the output of `{self._op_name(output_saver.origin)}`"
+            return f"the output of `{self._op_name(output_saver.origin)}`, which it saved"
         saver = input_savers[0]
         return (
-            f"`{self._code(saver.argument)}`, an input of `{self._code(saver.origin.expression)}`"
+            f"`{self._code(saver.argument)}` (or what it is a view of), which "
+            f"`{self._code(saver.origin.expression)}` saved"
         )
 
     def _op_name(self, origin: Origin) -> str:
@@ -532,7 +542,9 @@ class _Checker:
             and target_key(write.target) is not None
         )
         rebound = target_key(write.target) if rebinds else None
-        if self._other_alias_read_after(write, alias, rebound):
+        if not self._held_only_here(write, alias) or self._other_alias_read_after(
+            write, alias, rebound
+        ):
             return None
         if write.kind is WriteKind.FLAG and write.flag is not None:
             if isinstance(parent, cst.Expr):
@@ -566,6 +578,23 @@ class _Checker:
             )
         advice = f"Use the out-of-place `.{func.attr.value[:-1]}(...)`."
         return _Fix(Tier.SAFE, advice, {func: twin.func})
+
+    def _held_only_here(self, write: _Write, alias: _Alias) -> bool:
+        """Whether the saved tensor is made in the write's own scope and not stored into an
+        attribute or container there: then no caller or other method holds it, and what
+        this scope reads afterwards is all that sees the write."""
+        base = alias.base
+        scope = self.analysis.scope_of(write.node)
+        if base.kind not in (*_GRAPH_OPS, OriginKind.DATA) or base.site is None:
+            return False
+        if self.analysis.scope_of(base.site) is not scope:
+            return False
+        for node in self._nodes(scope):
+            if isinstance(node, cst.Assign) and any(_stores(t.target) for t in node.targets):
+                stored = self.alias_of(node.value)
+                if stored is not None and stored.storage == alias.storage:
+                    return False
+        return True
 
     def _other_alias_read_after(self, write: _Write, alias: _Alias, rebound: str | None) -> bool:
         """Whether a read after the write sees the saved tensor other than through the
@@ -699,6 +728,16 @@ def _writes_data(method: str) -> bool:
         and not method.startswith("_")
         and method not in torch_api.NON_WRITING_UNDERSCORE_METHODS
     )
+
+
+def _is_false(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def _stores(target: cst.BaseExpression) -> bool:
+    """Whether assigning to `target` keeps the value beyond the scope's local names."""
+    key = target_key(target)
+    return key is None or key.startswith("self.")
 
 
 def _is_detach(origin: Origin) -> bool:
