@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from codemods import __version__, engine, output, rules
+from codemods.cache import CACHE_DIR, ResultCache
 from codemods.config import ConfigError, Settings, load_config, resolve_settings, split_codes
 from codemods.engine import FileResult, FileTask, Mode
 from codemods.walk import PathNotFoundError, python_files
@@ -102,6 +103,13 @@ UnsafeOpt = Annotated[
         show_default=False,
     ),
 ]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help=f"Neither read nor write the result cache ({CACHE_DIR}/ in the project root).",
+    ),
+]
 
 
 def _fail(message: str) -> NoReturn:
@@ -165,6 +173,14 @@ def _inputs(
     return Inputs(settings, [FileTask(path, settings.rules_for(path)) for path in files], None)
 
 
+def _with_cache(inputs: Inputs, no_cache: bool) -> Inputs:
+    """The inputs with the project's result cache attached to every file, unless --no-cache."""
+    if no_cache or not inputs.tasks:
+        return inputs
+    cache = ResultCache.at(inputs.settings.root)
+    return replace(inputs, tasks=[replace(task, cache=cache) for task in inputs.tasks])
+
+
 def _results(inputs: Inputs, mode: Mode, jobs: int | None) -> list[FileResult]:
     settings = inputs.settings
     if inputs.stdin_path is not None:
@@ -174,7 +190,7 @@ def _results(inputs: Inputs, mode: Mode, jobs: int | None) -> list[FileResult]:
         return [engine.process_bytes(path, source, select, mode, settings.unsafe_fixes)]
     results = []
     with output.progress(len(inputs.tasks)) as advance:
-        for result in engine.run(inputs.tasks, mode, settings.unsafe_fixes, jobs):
+        for result in engine.run_cached(inputs.tasks, mode, settings.unsafe_fixes, jobs):
             results.append(result)
             advance()
     return results
@@ -206,12 +222,14 @@ def check(
     unsafe_fixes: UnsafeOpt = None,
     jobs: JobsOpt = None,
     stdin_filename: StdinFilenameOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Report autograd bugs without changing any file.
 
     Exit status: 0 nothing found, 1 findings, 2 a usage or configuration error or a file
     that could not be processed (all other files are still checked)."""
     inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes)
+    inputs = _with_cache(inputs, no_cache)
     unsafe = inputs.settings.unsafe_fixes
     results = _results(inputs, Mode.CHECK, jobs)
     if output_format is Format.text:
@@ -247,6 +265,7 @@ def fix(
         bool,
         typer.Option("--exit-non-zero-on-fix", help="Exit with 1 when anything was fixed."),
     ] = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Apply the fixes in place (safe ones; unsafe ones too with --unsafe-fixes).
 
@@ -254,6 +273,7 @@ def fix(
     with --exit-non-zero-on-fix, anything fixed), 2 an error (other files are still fixed).
     With `-`, the fixed source goes to standard output."""
     inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes)
+    inputs = _with_cache(inputs, no_cache)
     unsafe = inputs.settings.unsafe_fixes
     results = _results(inputs, Mode.DIFF if diff else Mode.FIX, jobs)
     summary = output.Summary.of(results, unsafe)

@@ -2,9 +2,11 @@
 
     python bench/bench.py [ROOT] [--jobs N]
 
-ROOT defaults to the installed torch package, N to the CPU count. Both runs use N worker
-processes; (a) parses every file with `libcst.parse_module`, (b) runs `gradfix check` with all
-rules through the engine. Files that crash the analysis are listed at the end.
+ROOT defaults to the installed torch package, N to the CPU count. (a) parses every file with
+`libcst.parse_module`, (b) runs `gradfix check` with all rules through the engine and an empty
+result cache (cold), which it fills, both with N worker processes; (c) runs the same check
+again (warm), as a rerun over an unchanged repository does: the cache answers for every file.
+Files that crash the analysis are listed at the end.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import importlib.util
 import math
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -22,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import libcst
 
-from codemods.engine import ErrorKind, FileTask, Mode, pool_context, run
+from codemods.cache import ResultCache
+from codemods.engine import ErrorKind, FileTask, Mode, pool_context, run_cached
 from codemods.rules import RULES
 from codemods.walk import python_files
 
@@ -47,11 +51,11 @@ def time_libcst(files: list[Path], jobs: int) -> tuple[float, int]:
     return time.perf_counter() - start, parsed.count(False)
 
 
-def time_gradfix(files: list[Path], jobs: int) -> tuple[float, list[str], int]:
+def time_gradfix(files: list[Path], jobs: int, cache: ResultCache) -> tuple[float, list[str], int]:
     """Seconds for a check with all rules, the files that crashed it, and the findings."""
-    tasks = [FileTask(path, frozenset(RULES)) for path in files]
+    tasks = [FileTask(path, frozenset(RULES), cache) for path in files]
     start = time.perf_counter()
-    results = list(run(tasks, Mode.CHECK, jobs=jobs))
+    results = list(run_cached(tasks, Mode.CHECK, jobs=jobs))
     elapsed = time.perf_counter() - start
     crashed = [
         f"{r.path}: {r.error.message}"
@@ -80,16 +84,21 @@ def main() -> None:
     print(f"{root}: {len(files)} files, {lines} lines, {args.jobs} processes")
 
     libcst_seconds, unparsable = time_libcst(files, args.jobs)
-    gradfix_seconds, crashed, findings = time_gradfix(files, args.jobs)
+    with tempfile.TemporaryDirectory() as directory:
+        cache = ResultCache.at(Path(directory))
+        gradfix_seconds, crashed, findings = time_gradfix(files, args.jobs, cache)
+        warm_seconds, _, warm_findings = time_gradfix(files, args.jobs, cache)
 
-    print(f"{'':22}{'seconds':>10}{'files/s':>10}{'lines/s':>12}")
+    print(f"{'':28}{'seconds':>10}{'files/s':>10}{'lines/s':>12}")
     for label, seconds in [
         ("libcst.parse_module", libcst_seconds),
-        ("gradfix check", gradfix_seconds),
+        ("gradfix check (cold cache)", gradfix_seconds),
+        ("gradfix check (warm cache)", warm_seconds),
     ]:
-        print(f"{label:22}{seconds:10.2f}{len(files) / seconds:10.1f}{lines / seconds:12.0f}")
+        print(f"{label:28}{seconds:10.2f}{len(files) / seconds:10.1f}{lines / seconds:12.0f}")
     print(f"ratio gradfix/libcst: {gradfix_seconds / libcst_seconds:.2f}")
-    print(f"findings: {findings}; files LibCST cannot parse: {unparsable}")
+    print(f"ratio warm/cold: {warm_seconds / gradfix_seconds:.3f}")
+    print(f"findings: {findings} (warm: {warm_findings}); files LibCST cannot parse: {unparsable}")
     print(f"files that crashed the analysis: {len(crashed)}")
     for line in crashed:
         print(f"  {line}")

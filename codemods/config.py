@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ class Settings:
     excludes: tuple[IgnoreFile, ...] = ()
     unsafe_fixes: bool = False
     per_file_ignores: tuple[tuple[IgnoreFile, frozenset[str]], ...] = ()
+    # The project's root: where the pyproject.toml the settings came from is, else the
+    # current directory. The result cache lives there.
+    root: Path = field(default_factory=Path.cwd)
 
     def rules_for(self, path: Path) -> frozenset[str]:
         """The rule codes to run on `path` once per-file-ignores are applied."""
@@ -193,4 +196,4 @@ def resolve_settings(
         for glob, codes in config.per_file_ignores
     )
     unsafe = unsafe_fixes if unsafe_fixes is not None else bool(config.unsafe_fixes)
-    return Settings(selected, tuple(excludes), unsafe, per_file_ignores)
+    return Settings(selected, tuple(excludes), unsafe, per_file_ignores, root)

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from codemods import pipeline
-from codemods.findings import Finding
+from codemods import notebooks, pipeline
+from codemods.cache import Entry, ResultCache
+from codemods.findings import Finding, Tier
 
 # Fewer files than this per worker process are not worth a worker's start-up.
 MIN_FILES_PER_WORKER = 16
@@ -54,12 +55,14 @@ class FileError:
     message: str
     line: int = 1
     column: int = 1
+    cell: int | None = None  # in a notebook: the cell (1-based) the line and column count in
 
 
 @dataclass(frozen=True)
 class FileTask:
     path: Path
     select: frozenset[str]  # rule codes to run on this file
+    cache: ResultCache | None = None  # where results are looked up and recorded; None: nowhere
 
 
 @dataclass(frozen=True)
@@ -75,16 +78,18 @@ class FileResult:
     error: FileError | None = None
 
 
-_PARSE_ERROR = re.compile(r"(\d+):(\d+): (.*)", re.DOTALL)
+_PARSE_ERROR = re.compile(r"(?:cell (\d+):)?(\d+):(\d+): (.*)", re.DOTALL)
 
 
 def _parse_error(error: str) -> FileError:
     match = _PARSE_ERROR.fullmatch(error)
     if match is None:
         return FileError(ErrorKind.PARSE, error)
-    line, column, message = match.groups()
+    cell, line, column, message = match.groups()
     message = message.removeprefix("parse error: ")
-    return FileError(ErrorKind.PARSE, message, int(line), int(column))
+    return FileError(
+        ErrorKind.PARSE, message, int(line), int(column), None if cell is None else int(cell)
+    )
 
 
 def _internal_error(exc: BaseException) -> FileError:
@@ -136,20 +141,31 @@ def process_bytes(
     unsafe_fixes: bool = False,
     *,
     write: bool = False,
+    cache: ResultCache | None = None,
 ) -> FileResult:
     """One file's bytes through the pipeline. With `write`, a fix is written to `path`;
-    otherwise the rewritten bytes are returned in `new_source`. Never raises."""
+    otherwise the rewritten bytes are returned in `new_source`. What the pipeline finds is
+    recorded in `cache`. Never raises."""
     try:
-        return _process(path, source, select, mode, unsafe_fixes, write)
+        return _process(path, source, select, mode, unsafe_fixes, write, cache)
+    except notebooks.NotebookWriteError as exc:
+        return FileResult(path, error=FileError(ErrorKind.WRITE, str(exc)))
     except Exception as exc:
         return FileResult(path, error=_internal_error(exc))
 
 
 def _process(
-    path: Path, source: bytes, select: frozenset[str], mode: Mode, unsafe: bool, write: bool
+    path: Path,
+    source: bytes,
+    select: frozenset[str],
+    mode: Mode,
+    unsafe: bool,
+    write: bool,
+    cache: ResultCache | None,
 ) -> FileResult:
     options = pipeline.RunOptions(select, fix=mode is not Mode.CHECK, unsafe_fixes=unsafe)
-    result = pipeline.process_source(source, options)
+    notebook = notebooks.is_notebook(path)
+    result = _analyse(source, options, cache, notebook)
     if result.error is not None:
         return FileResult(path, error=_parse_error(result.error))
     new = result.new_source
@@ -162,7 +178,7 @@ def _process(
 
     # What is left is what a check of the rewritten file finds, at its positions there.
     check = pipeline.RunOptions(select, fix=False, unsafe_fixes=unsafe)
-    after = pipeline.process_source(new, check)
+    after = _analyse(new, check, cache, notebook)  # also caches the rewritten file's check
     if after.error is not None:
         return FileResult(
             path,
@@ -195,7 +211,48 @@ def process_file(task: FileTask, mode: Mode, unsafe_fixes: bool = False) -> File
     except OSError as exc:
         message = f"cannot read the file: {exc.strerror or exc}; check that it is readable"
         return FileResult(task.path, error=FileError(ErrorKind.READ, message))
-    return process_bytes(task.path, source, task.select, mode, unsafe_fixes, write=mode is Mode.FIX)
+    write = mode is Mode.FIX
+    return process_bytes(
+        task.path, source, task.select, mode, unsafe_fixes, write=write, cache=task.cache
+    )
+
+
+def _analyse(
+    source: bytes, options: pipeline.RunOptions, cache: ResultCache | None, notebook: bool
+) -> pipeline.SourceResult:
+    """The pipeline's result (through `notebooks` for a notebook's bytes), its findings and
+    parse error recorded in `cache`: they are what a check of these bytes reports, whether or
+    not the pipeline was also asked to fix."""
+    process = notebooks.process_notebook if notebook else pipeline.process_source
+    result = process(source, options)
+    if cache is not None:
+        entry = Entry(tuple(result.findings), result.error)
+        cache.store(source, options.select, options.unsafe_fixes, entry, notebook)
+    return result
+
+
+def _fix_applies(finding: Finding, unsafe_fixes: bool) -> bool:
+    return finding.fixable and (finding.tier is Tier.SAFE or unsafe_fixes)
+
+
+def cached_result(task: FileTask, mode: Mode, unsafe_fixes: bool = False) -> FileResult | None:
+    """The task's result from its cache, without the pipeline, when the cache knows the
+    file's bytes and (in fix and diff modes) they have no fix to apply; else None."""
+    if task.cache is None:
+        return None
+    try:
+        source = task.path.read_bytes()
+    except OSError:
+        return None  # processing it reports the error
+    notebook = notebooks.is_notebook(task.path)
+    entry = task.cache.load(source, task.select, unsafe_fixes, notebook)
+    if entry is None:
+        return None
+    if entry.error is not None:
+        return FileResult(task.path, error=_parse_error(entry.error))
+    if mode is not Mode.CHECK and any(_fix_applies(f, unsafe_fixes) for f in entry.findings):
+        return None
+    return FileResult(task.path, findings=entry.findings)
 
 
 def _process_chunk(tasks: list[FileTask], mode: Mode, unsafe_fixes: bool) -> list[FileResult]:
@@ -247,6 +304,18 @@ def run(
     # A worker died (killed, or a crash in native code) and took every unfinished chunk with
     # it: redo those files one at a time, each alone in a worker, to single out the culprit.
     yield from _run_isolated(tasks[done:], mode, unsafe_fixes)
+
+
+def run_cached(
+    tasks: Sequence[FileTask], mode: Mode, unsafe_fixes: bool = False, jobs: int | None = None
+) -> Iterator[FileResult]:
+    """`run`, answering from the tasks' caches where they can. Only the other files are
+    processed, so a rerun over unchanged files starts no worker process at all."""
+    known = [cached_result(task, mode, unsafe_fixes) for task in tasks]
+    missed = [task for task, result in zip(tasks, known, strict=True) if result is None]
+    with contextlib.closing(run(missed, mode, unsafe_fixes, jobs)) as fresh:
+        for result in known:
+            yield next(fresh) if result is None else result
 
 
 def _run_isolated(

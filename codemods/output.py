@@ -19,6 +19,7 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from codemods import notebooks
 from codemods.engine import ErrorKind, FileError, FileResult
 from codemods.findings import Finding, Tier
 from codemods.rules.base import Rule
@@ -39,7 +40,13 @@ def _one_line(text: str) -> str:
 
 
 def _sorted(findings: Sequence[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (f.line, f.column, f.rule))
+    return sorted(findings, key=lambda f: (f.cell or 0, f.line, f.column, f.rule))
+
+
+def _where(cell: int | None, line: int, column: int | None = None) -> str:
+    """`12:8`, or `cell 3:12:8` in a notebook (cells counted from 1, markdown ones too)."""
+    position = str(line) if column is None else f"{line}:{column}"
+    return position if cell is None else f"cell {cell}:{position}"
 
 
 def error_text(error: FileError) -> str:
@@ -58,14 +65,16 @@ def fix_shown(finding: Finding, unsafe_fixes: bool) -> bool:
 
 def text_lines(results: Sequence[FileResult], unsafe_fixes: bool) -> Iterator[str]:
     """`path:line:col: GF001 [*] message` per finding (`[*]`: fixed by `gradfix fix` with the
-    current settings) and `path:line:col: parse error: ...` per file that failed."""
+    current settings) and `path:line:col: parse error: ...` per file that failed; in a
+    notebook, `path:cell N:line:col: ...`."""
     for result in results:
         if result.error is not None:
-            error = result.error
-            yield f"{result.path}:{error.line}:{error.column}: {error_text(error)}"
+            e = result.error
+            yield f"{result.path}:{_where(e.cell, e.line, e.column)}: {error_text(e)}"
         for f in _sorted(result.findings):
             marker = " [*]" if fix_shown(f, unsafe_fixes) else ""
-            yield f"{result.path}:{f.line}:{f.column}: {f.rule}{marker} {_one_line(f.message)}"
+            where = _where(f.cell, f.line, f.column)
+            yield f"{result.path}:{where}: {f.rule}{marker} {_one_line(f.message)}"
 
 
 # --- json -----------------------------------------------------------------------------------
@@ -78,12 +87,18 @@ def _fix_json(finding: Finding) -> dict[str, Any] | None:
     return {
         "edits": [
             {
+                **_cell_json(edit.cell),
                 "start": {"line": edit.start_line, "column": edit.start_column},
                 "end": {"line": edit.end_line, "column": edit.end_column},
                 "replacement": edit.replacement,
             }
         ]
     }
+
+
+def _cell_json(cell: int | None) -> dict[str, int]:
+    """`{"cell": N}` for a position in a notebook (lines then count in that cell), else {}."""
+    return {} if cell is None else {"cell": cell}
 
 
 def json_records(results: Sequence[FileResult]) -> list[dict[str, Any]]:
@@ -98,6 +113,7 @@ def json_records(results: Sequence[FileResult]) -> list[dict[str, Any]]:
                 {
                     "rule": None,
                     "path": path,
+                    **_cell_json(error.cell),
                     "line": error.line,
                     "column": error.column,
                     "end_line": error.line,
@@ -112,6 +128,7 @@ def json_records(results: Sequence[FileResult]) -> list[dict[str, Any]]:
                 {
                     "rule": f.rule,
                     "path": path,
+                    **_cell_json(f.cell),
                     "line": f.line,
                     "column": f.column,
                     "end_line": f.end_line,
@@ -144,15 +161,29 @@ def github_lines(results: Sequence[FileResult]) -> Iterator[str]:
     for result in results:
         file = _gh_property(result.path.as_posix())
         if result.error is not None:
-            e = result.error
-            title = _gh_property(e.kind.value)
-            message = _gh_data(error_text(e))
-            yield f"::error file={file},line={e.line},col={e.column},title={title}::{message}"
+            yield _gh_error(file, result.error)
         for f in _sorted(result.findings):
-            yield (
-                f"::warning file={file},line={f.line},col={f.column},endLine={f.end_line},"
-                f"endColumn={f.end_column},title={_gh_property(f.rule)}::{_gh_data(f.message)}"
-            )
+            yield _gh_warning(file, f)
+
+
+def _gh_error(file: str, e: FileError) -> str:
+    title = _gh_property(e.kind.value)
+    message = _gh_data(error_text(e))
+    if e.cell is not None:  # a line of a cell is no line of the file: annotate the file
+        return f"::error file={file},title={title}::{_where(e.cell, e.line, e.column)}: {message}"
+    return f"::error file={file},line={e.line},col={e.column},title={title}::{message}"
+
+
+def _gh_warning(file: str, f: Finding) -> str:
+    message = _gh_data(f.message)
+    if f.cell is not None:  # at the line of the notebook's JSON that holds the code
+        title = _gh_property(f"{f.rule} ({_where(f.cell, f.line, f.column)})")
+        position = f"line={f.file_line},col={f.file_column}"
+        return f"::warning file={file},{position},title={title}::{message}"
+    return (
+        f"::warning file={file},line={f.line},col={f.column},endLine={f.end_line},"
+        f"endColumn={f.end_column},title={_gh_property(f.rule)}::{message}"
+    )
 
 
 # --- SARIF ----------------------------------------------------------------------------------
@@ -184,17 +215,30 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
     }
 
 
+def _cell_location(path: Path, f: Finding) -> dict[str, Any]:
+    """A notebook finding's location: in the .ipynb file's own text (the JSON string holding
+    the code, where code scanning shows and fingerprints it), the cell named logically."""
+    region = {"startLine": f.file_line, "startColumn": f.file_column}
+    location = _location(path, region)
+    location["logicalLocations"] = [{"name": f"cell {f.cell}"}]
+    return location
+
+
 def _sarif_result(path: Path, f: Finding, index: Mapping[str, int]) -> dict[str, Any]:
+    region = _region(f.line, f.column, f.end_line, f.end_column)
     result: dict[str, Any] = {
         "ruleId": f.rule,
         "level": "warning",
         "message": {"text": f.message},
-        "locations": [_location(path, _region(f.line, f.column, f.end_line, f.end_column))],
+        "locations": [_location(path, region) if f.cell is None else _cell_location(path, f)],
         "properties": {"tier": f.tier.value},
     }
+    if f.cell is not None:
+        result["properties"].update(cell=f.cell, cellRegion=region)
     if f.rule in index:
         result["ruleIndex"] = index[f.rule]
-    if f.fixable and f.edit is not None:
+    # A fix in a notebook edits a cell's source, not the file's JSON text: JSON output has it.
+    if f.fixable and f.edit is not None and f.cell is None:
         e = f.edit
         result["fixes"] = [
             {
@@ -217,6 +261,19 @@ def _sarif_result(path: Path, f: Finding, index: Mapping[str, int]) -> dict[str,
     return result
 
 
+def _sarif_notification(path: Path, e: FileError) -> dict[str, Any]:
+    if e.cell is not None:  # a line of a cell is no line of the file: name the file only
+        location = {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}}}
+        text = f"{_where(e.cell, e.line, e.column)}: {error_text(e)}"
+        return {"level": "error", "message": {"text": text}, "locations": [location]}
+    region = _region(e.line, e.column, e.line, e.column)
+    return {
+        "level": "error",
+        "message": {"text": error_text(e)},
+        "locations": [_location(path, region)],
+    }
+
+
 def sarif_log(
     results: Sequence[FileResult], rules: Mapping[str, Rule], version: str
 ) -> dict[str, Any]:
@@ -227,16 +284,7 @@ def sarif_log(
     notifications = []
     for result in results:
         if result.error is not None:
-            e = result.error
-            notifications.append(
-                {
-                    "level": "error",
-                    "message": {"text": error_text(e)},
-                    "locations": [
-                        _location(result.path, _region(e.line, e.column, e.line, e.column))
-                    ],
-                }
-            )
+            notifications.append(_sarif_notification(result.path, result.error))
         sarif_results.extend(_sarif_result(result.path, f, index) for f in _sorted(result.findings))
     return {
         "$schema": SARIF_SCHEMA,
@@ -288,12 +336,16 @@ def _diff_lines(text: str) -> list[str]:
 
 def render_diff(result: FileResult) -> str:
     """The unified diff of a changed file, preceded by one `# path:line: GF001 message` line
-    per finding whose fix it applies (patch tools skip such lines)."""
+    per finding whose fix it applies (patch tools skip such lines). A notebook gets one diff
+    per changed cell, of the cell's source, under `path:cell N` headers."""
     assert result.source is not None and result.new_source is not None
     name = result.path.as_posix()
     reasons = "".join(
-        f"# {name}:{f.line}: {f.rule} {_one_line(f.message)}\n" for f in _sorted(result.fixed)
+        f"# {name}:{_where(f.cell, f.line)}: {f.rule} {_one_line(f.message)}\n"
+        for f in _sorted(result.fixed)
     )
+    if notebooks.is_notebook(result.path):
+        return reasons + _cells_diff(result.source, result.new_source, name)
     diff = difflib.unified_diff(
         _diff_lines(_decode(result.source)),
         _diff_lines(_decode(result.new_source)),
@@ -301,6 +353,26 @@ def render_diff(result: FileResult) -> str:
         tofile=name,
     )
     return reasons + "".join(diff)
+
+
+def _cells_diff(source: bytes, new_source: bytes, name: str) -> str:
+    before = notebooks.read(source).sources
+    after = notebooks.read(new_source).sources
+    return "".join(
+        line
+        for number, (old, new) in enumerate(zip(before, after, strict=True), 1)
+        if old != new
+        for line in difflib.unified_diff(
+            _cell_lines(old), _cell_lines(new), f"{name}:cell {number}", f"{name}:cell {number}"
+        )
+    )
+
+
+def _cell_lines(source: str) -> list[str]:
+    # A cell's last line has no line end as a rule: no "No newline at end of file" marker.
+    return [
+        line if line.endswith(("\n", "\r")) else line + "\n" for line in source.splitlines(True)
+    ]
 
 
 # --- summary and progress -----------------------------------------------------------------

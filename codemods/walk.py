@@ -1,4 +1,4 @@
-"""Expand the PATHS given on the command line into the Python files to process.
+"""Expand the PATHS given on the command line into the Python files and notebooks to process.
 
 Directories are walked in sorted order. Walked entries skip version-control and tool
 directories, virtualenvs, anything a `.gitignore` ignores (nested ones too, each relative to
@@ -32,8 +32,10 @@ SKIPPED_DIRS = frozenset(
         ".mypy_cache",
         ".ruff_cache",
         ".pytest_cache",
+        ".ipynb_checkpoints",
     }
 )
+SUFFIXES = (".py", ".ipynb")  # Python files and Jupyter notebooks
 
 
 class PathNotFoundError(Exception):
@@ -136,7 +138,7 @@ def _walk(
                 continue
             yield from _walk(directory / entry.name, real_path, stack, excludes)
         elif (
-            entry.name.endswith(".py")
+            entry.name.endswith(SUFFIXES)
             and entry.is_file()
             and not _decide(stack, real_path, is_dir=False)
             and not _decide(excludes, real_path, is_dir=False)

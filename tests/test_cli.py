@@ -383,7 +383,7 @@ def test_installed_console_script(tmp_path: Path) -> None:
     # Real pipeline here: a file with nothing to report.
     (tmp_path / "a.py").write_text("x = 1\n")
     check = subprocess.run(
-        [script, "check", str(tmp_path)], capture_output=True, text=True, env=env, check=False
+        [script, "check", "."], cwd=tmp_path, capture_output=True, text=True, env=env, check=False
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "Scanned 1 file." in check.stdout

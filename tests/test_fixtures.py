@@ -5,6 +5,8 @@ before.py when the case is left alone), and idempotence.
 Torch: before.py shows the declared symptom, after.py runs clean without it, and training
 semantics are unchanged (`same_result`). Set GRADFIX_STANDALONE=1 to also run every script with
 `python <script>` in a subprocess.
+Notebook cases (before.ipynb, after.ipynb) get the same tests: the text ones on the notebook
+files, byte for byte, the torch ones on their code cells joined.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ from torch_harness import (
     case_id,
     discover_case_dirs,
     find_attached,
+    line_count,
     load_case,
+    parse_finding,
+    python_code,
     run_script,
+    script_of,
     state_difference,
 )
 
@@ -49,18 +55,24 @@ def case(request: pytest.FixtureRequest) -> Case:
     return load_case(request.param)
 
 
-def _process(source: bytes, rule: str, *, fix: bool, unsafe_fixes: bool = False) -> SourceResult:
+def _process(case: Case, source: bytes, *, fix: bool, unsafe_fixes: bool = False) -> SourceResult:
     # Imported here so that a broken pipeline fails the text tests, not the torch tests.
+    from codemods.notebooks import process_notebook
     from codemods.pipeline import RunOptions, process_source
 
-    options = RunOptions(select=frozenset({rule}), fix=fix, unsafe_fixes=unsafe_fixes)
-    result = process_source(source, options)
+    options = RunOptions(select=frozenset({case.rule}), fix=fix, unsafe_fixes=unsafe_fixes)
+    process = process_notebook if case.is_notebook else process_source
+    result = process(source, options)
     assert result.error is None, result.error
     return result
 
 
 def _keys(findings: list) -> list[str]:
-    return sorted(f"{f.rule}:{f.line}:{getattr(f.tier, 'value', f.tier)}" for f in findings)
+    return sorted(
+        f"{f.rule}:{'' if f.cell is None else f'cell {f.cell}:'}{f.line}:"
+        f"{getattr(f.tier, 'value', f.tier)}"
+        for f in findings
+    )
 
 
 def test_fixtures_exist() -> None:
@@ -73,24 +85,25 @@ def test_fixtures_exist() -> None:
 @case_params
 def test_fixture_is_well_formed(case: Case) -> None:
     before = case.before_path.read_bytes()
-    n_lines = before.count(b"\n") + (not before.endswith(b"\n"))
     for finding in case.findings:
-        rule, line, _tier = finding.split(":")
+        rule, cell, line, _tier = parse_finding(finding)
         assert rule == case.rule, f"{finding} listed under {case.rule}"
-        assert 1 <= int(line) <= n_lines, f"{finding}: before.py has {n_lines} lines"
+        n_lines = line_count(case.before_path, cell)
+        where = case.before_path.name if cell is None else f"its cell {cell}"
+        assert 1 <= line <= n_lines, f"{finding}: {where} has {n_lines} lines of code"
     has_safe = "safe" in case.tiers()
-    if case.after_path is not None:
-        assert case.after_path.read_bytes() != before, "after.py identical to before.py: delete it"
-        assert has_safe, "after.py exists but no finding is tier 'safe'"
+    after, before_name = case.after_path, case.before_path.name
+    if after is not None:
+        assert after.read_bytes() != before, f"{after.name} identical to {before_name}: delete it"
+        assert has_safe, f"{after.name} exists but no finding is tier 'safe'"
     else:
-        assert not has_safe, "a 'safe' finding is applied by `fix`: add after.py"
-    compile(before, str(case.before_path), "exec")
-    if case.after_path is not None:
-        compile(case.after_path.read_bytes(), str(case.after_path), "exec")
+        assert not has_safe, "a 'safe' finding is applied by `fix`: add the after file"
+    for path in (case.before_path, after, case.reference_path):
+        if path is not None:
+            compile(python_code(path), str(path), "exec")
     if case.reference_path is not None:
         reference = case.reference_path.read_bytes()
-        assert reference != case.expected_source(), "reference.py is the fixed script: delete it"
-        compile(reference, str(case.reference_path), "exec")
+        assert reference != case.expected_source(), "the reference is the fixed script: delete it"
 
 
 # --- text: findings and rewrites ---------------------------------------------------------------
@@ -98,7 +111,7 @@ def test_fixture_is_well_formed(case: Case) -> None:
 
 @case_params
 def test_findings(case: Case) -> None:
-    result = _process(case.before_path.read_bytes(), case.rule, fix=False)
+    result = _process(case, case.before_path.read_bytes(), fix=False)
     assert _keys(result.findings) == list(case.findings)
     assert result.new_source is None, "check mode must not rewrite"
 
@@ -106,9 +119,10 @@ def test_findings(case: Case) -> None:
 @case_params
 def test_fix(case: Case) -> None:
     before = case.before_path.read_bytes()
-    result = _process(before, case.rule, fix=True)
+    result = _process(case, before, fix=True)
     new_source = before if result.new_source is None else result.new_source
     assert new_source.decode() == case.expected_source().decode()
+    assert new_source == case.expected_source()  # and byte for byte (line ends, a notebook's JSON)
     assert _keys(result.findings) == list(case.findings)
     safe = [finding for finding in case.findings if finding.endswith(":safe")]
     assert _keys(result.fixed) == safe
@@ -117,7 +131,7 @@ def test_fix(case: Case) -> None:
 @case_params
 def test_fix_is_idempotent(case: Case) -> None:
     expected = case.expected_source()
-    result = _process(expected, case.rule, fix=True)
+    result = _process(case, expected, fix=True)
     assert result.new_source in (None, expected), "a second `fix` changed the output again"
 
 
@@ -126,7 +140,7 @@ def test_unsafe_fixes_flag(case: Case) -> None:
     if "unsafe" in case.tiers():
         pytest.skip("has unsafe findings: their --unsafe-fixes rewrite is not pinned by a fixture")
     before = case.before_path.read_bytes()
-    result = _process(before, case.rule, fix=True, unsafe_fixes=True)
+    result = _process(case, before, fix=True, unsafe_fixes=True)
     new_source = before if result.new_source is None else result.new_source
     assert new_source.decode() == case.expected_source().decode()
 
@@ -194,7 +208,7 @@ def test_scripts_run_standalone(case: Case, tmp_path: Path) -> None:
     scripts = [case.before_path] + [path for path in optional if path is not None]
     for script in scripts:
         proc = subprocess.run(
-            [sys.executable, str(script)],
+            [sys.executable, str(script_of(script, tmp_path))],
             cwd=tmp_path,
             capture_output=True,
             text=True,

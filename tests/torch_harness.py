@@ -1,8 +1,10 @@
 """Fixture discovery and the torch side of the fixture tests.
 
 A fixture is a directory `tests/fixtures/<RULE>/<case>/` holding `before.py`, `case.toml` and,
-for cases gradfix rewrites, `after.py` (see tests/fixtures/README.md). This module loads them and
-runs their scripts in-process under torch, so that torch is imported once for the whole suite.
+for cases gradfix rewrites, `after.py` (see tests/fixtures/README.md); a notebook case has
+`before.ipynb` and `after.ipynb` instead. This module loads them and runs their scripts (a
+notebook's code cells, joined) in-process under torch, so that torch is imported once for the
+whole suite.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ FIXTURES_DIR = Path(__file__).parent / "fixtures"
 
 SYMPTOMS = frozenset({"grad_fn", "error", "none"})
 TIERS = frozenset({"safe", "unsafe", "report"})
-_FINDING_RE = re.compile(r"^(?P<rule>GF\d{3}):(?P<line>[1-9]\d*):(?P<tier>[a-z]+)$")
+_FINDING_RE = re.compile(
+    r"^(?P<rule>GF\d{3}):(?:cell (?P<cell>[1-9]\d*):)?(?P<line>[1-9]\d*):(?P<tier>[a-z]+)$"
+)
+SUFFIXES = (".py", ".ipynb")  # a case is a script, or a notebook
 _TOP_KEYS = frozenset({"description", "findings", "run"})
 _RUN_KEYS = frozenset({"symptom", "probe", "error", "same_result"})
 
@@ -55,8 +60,9 @@ class Case:
     name: str
     directory: Path
     description: str
-    findings: tuple[str, ...]  # "RULE:LINE:TIER", sorted
+    findings: tuple[str, ...]  # "RULE:LINE:TIER" ("RULE:cell N:LINE:TIER" in a notebook), sorted
     symptom: str
+    suffix: str  # ".py", or ".ipynb" for a notebook case
     probe: str | None = None
     error: str | None = None
     same_result: str | None = None
@@ -66,18 +72,22 @@ class Case:
         return f"{self.rule}/{self.name}"
 
     @property
+    def is_notebook(self) -> bool:
+        return self.suffix == ".ipynb"
+
+    @property
     def before_path(self) -> Path:
-        return self.directory / "before.py"
+        return self.directory / f"before{self.suffix}"
 
     @property
     def after_path(self) -> Path | None:
-        path = self.directory / "after.py"
+        path = self.directory / f"after{self.suffix}"
         return path if path.exists() else None
 
     @property
     def reference_path(self) -> Path | None:
         """A hand-written correct version that `same_result` compares the fixed script with."""
-        path = self.directory / "reference.py"
+        path = self.directory / f"reference{self.suffix}"
         return path if path.exists() else None
 
     @property
@@ -95,8 +105,10 @@ class Case:
 def load_case(directory: Path) -> Case:
     rule, name = directory.parent.name, directory.name
     toml_path = directory / "case.toml"
-    if not (directory / "before.py").is_file():
-        raise FixtureError(f"{directory}: missing before.py")
+    suffixes = [suffix for suffix in SUFFIXES if (directory / f"before{suffix}").is_file()]
+    if len(suffixes) != 1:
+        raise FixtureError(f"{directory}: needs one before.py or before.ipynb")
+    (suffix,) = suffixes
     if not toml_path.is_file():
         raise FixtureError(f"{directory}: missing case.toml")
     data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
@@ -114,10 +126,12 @@ def load_case(directory: Path) -> Case:
     findings = data.get("findings")
     if not isinstance(findings, list) or not all(isinstance(f, str) for f in findings):
         raise FixtureError(f"{toml_path}: `findings` must be a list of strings")
+    in_cell = suffix == ".ipynb"
     for finding in findings:
         match = _FINDING_RE.match(finding)
-        if not match or match["tier"] not in TIERS:
-            raise FixtureError(f"{toml_path}: bad finding {finding!r} (want RULE:LINE:TIER)")
+        if not match or match["tier"] not in TIERS or (match["cell"] is not None) != in_cell:
+            want = "RULE:cell N:LINE:TIER" if in_cell else "RULE:LINE:TIER"
+            raise FixtureError(f"{toml_path}: bad finding {finding!r} (want {want})")
 
     symptom = run.get("symptom")
     if symptom not in SYMPTOMS:
@@ -126,13 +140,14 @@ def load_case(directory: Path) -> Case:
         raise FixtureError(f"{toml_path}: symptom 'grad_fn' needs a probe")
     if symptom == "error" and not run.get("error"):
         raise FixtureError(f"{toml_path}: symptom 'error' needs an error substring")
-    has_reference = (directory / "reference.py").is_file()
+    has_reference = (directory / f"reference{suffix}").is_file()
     if symptom == "error" and run.get("same_result") and not has_reference:
         raise FixtureError(
-            f"{toml_path}: before.py raises, so same_result needs a reference.py to compare with"
+            f"{toml_path}: before{suffix} raises, so same_result needs a reference{suffix} to "
+            "compare with"
         )
     if has_reference and not run.get("same_result"):
-        raise FixtureError(f"{toml_path}: reference.py is only read through same_result")
+        raise FixtureError(f"{toml_path}: reference{suffix} is only read through same_result")
     return Case(
         rule=rule,
         name=name,
@@ -140,6 +155,7 @@ def load_case(directory: Path) -> Case:
         description=description,
         findings=tuple(sorted(findings)),
         symptom=symptom,
+        suffix=suffix,
         probe=run.get("probe"),
         error=run.get("error"),
         same_result=run.get("same_result"),
@@ -186,8 +202,47 @@ class ScriptRun:
         return eval(expression, dict(self.namespace))
 
 
+def parse_finding(finding: str) -> tuple[str, int | None, int, str]:
+    """RULE, cell (None outside notebooks), LINE and TIER of a case.toml finding."""
+    match = _FINDING_RE.match(finding)
+    assert match is not None, finding
+    cell = None if match["cell"] is None else int(match["cell"])
+    return match["rule"], cell, int(match["line"]), match["tier"]
+
+
+def python_code(path: Path) -> str:
+    """What runs: the script, or a notebook's code cells joined as gradfix analyses them, where
+    IPython lines (magics, shell escapes) are placeholders, so they are skipped."""
+    if path.suffix != ".ipynb":
+        return path.read_text(encoding="utf-8")
+    # Imported here so that a broken codemods package fails the notebook cases only.
+    from codemods import notebooks
+
+    return notebooks.read(path.read_bytes()).code
+
+
+def line_count(path: Path, cell: int | None) -> int:
+    """The lines of the file, or of the notebook's code cell `cell` (1-based; 0 if no code)."""
+    if cell is None:
+        data = path.read_bytes()
+        return data.count(b"\n") + (not data.endswith(b"\n"))
+    from codemods import notebooks
+
+    return sum(line.cell == cell - 1 for line in notebooks.read(path.read_bytes()).lines)
+
+
+def script_of(path: Path, workdir: Path) -> Path:
+    """`path`, or for a notebook its `python_code` written to a script in `workdir`."""
+    if path.suffix != ".ipynb":
+        return path
+    script = workdir / f"{path.stem}_cells.py"
+    script.write_text(python_code(path), encoding="utf-8")
+    return script
+
+
 def run_script(path: Path, workdir: Path) -> ScriptRun:
-    """Run `path` as `__main__` in this process, as `python path` would, in a fresh namespace.
+    """Run `path` (a notebook: its `script_of`) as `__main__` in this process, as `python path`
+    would, in a fresh namespace.
 
     Global state a script may touch (argv, cwd, RNG seeds, grad mode, default dtype) is reset
     before and restored after, so scripts do not see each other.
@@ -199,6 +254,7 @@ def run_script(path: Path, workdir: Path) -> ScriptRun:
     saved_dtype = torch.get_default_dtype()
     saved_anomaly = torch.is_anomaly_enabled()
     workdir.mkdir(parents=True, exist_ok=True)
+    script = script_of(path, workdir)
     buffer = io.StringIO()
     sys.argv = [str(path)]
     os.chdir(workdir)
@@ -213,7 +269,7 @@ def run_script(path: Path, workdir: Path) -> ScriptRun:
         ):
             warnings.simplefilter("always")
             try:
-                result.namespace = runpy.run_path(str(path), run_name="__main__")
+                result.namespace = runpy.run_path(str(script), run_name="__main__")
             except (Exception, SystemExit) as exc:
                 result.exception = exc
                 result.traceback = traceback.format_exc()

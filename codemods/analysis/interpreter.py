@@ -85,9 +85,7 @@ class Interpreter:
             env = self.statement(statement, env, grad)
         return env
 
-    def statement(
-        self, node: cst.CSTNode, env: Env, grad: bool
-    ) -> Env:
+    def statement(self, node: cst.CSTNode, env: Env, grad: bool) -> Env:
         self.facts.env_before[node] = env
         self.facts.grad_enabled[node] = grad
         if isinstance(node, cst.SimpleStatementLine):

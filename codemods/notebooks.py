@@ -1,0 +1,465 @@
+"""Notebooks: one `.ipynb` file to one Python source, and the fixed source back into the file.
+
+A notebook runs its code cells in order, in one namespace, so gradfix analyses them as one
+module: a loss defined in one cell and accumulated by a loop in another is one finding. IPython
+syntax (line magics, `!shell`, `?help`, `obj?`) is not Python: each such line becomes a
+placeholder line (`pass`, or a comment) in the joined source, so that every joined line still
+maps to one (cell, line) and IPython lines are neither analysed nor touched. A cell magic whose
+body runs once as ordinary Python in the notebook's namespace (`%%time`, `%%capture`) keeps its
+body analysed; any other cell magic (`%%bash`, `%%writefile`, ...) hides its whole cell, as
+does a cell indented as a whole (IPython dedents it before running it).
+
+The file is read with nbformat. Writing back changes only the sources of the edited cells.
+nbformat's own writer would re-indent with one space, sort the keys, split every string into
+lines and drop transient metadata, so the document is re-serialised with the `json.dumps` call
+that writer makes but with the file's own indent, key order, escaping, line endings and final
+newline, each source kept a list of lines or a string as it was. A file this does not
+reproduce byte for byte (written with other JSON conventions) is never rewritten.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import io
+import itertools
+import json
+import re
+import secrets
+import tokenize
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import nbformat.reader
+
+from codemods import pipeline
+from codemods.findings import Edit, Finding
+
+SUFFIX = ".ipynb"
+# Cell magics whose body is Python run once in the notebook's namespace: it is analysed.
+PYTHON_CELL_MAGICS = frozenset({"capture", "time"})
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_CELL_MAGIC = re.compile(r"%%(\w+)")
+# None of these starts a Python statement: `%magic`, `!shell`, `?help`, the `/f a`, `,f a` and
+# `;f a` autocall escapes, `x = !ls`, `x = %time f()`, and `obj?` / `obj??` on their own.
+_IPYTHON_LINE = re.compile(
+    r"[ \t]*(?:[%!?/,;]|[\w.,()\[\]* \t]*=[ \t]*[!%]|[\w.*\[\]]+\?\??[ \t]*(?:\r\n|\r|\n)?\Z)"
+)
+# Parsers honour a coding declaration on the first two lines of bytes; a cell is text.
+_CODING = re.compile(r"[ \t\f]*#.*?coding[:=]")
+_POSITION = re.compile(r"(\d+):(\d+): (.*)", re.DOTALL)
+# A rule's message pointing at another line: `(line 12)`, `(`h = trunk(x)`, line 12)`.
+_LINE_REFERENCE = re.compile(r"\bline (\d+)(?=\))")
+
+
+class NotebookError(ValueError):
+    """Not a notebook gradfix can read; the message reads `LINE:COL: parse error: what`."""
+
+
+class NotebookWriteError(Exception):
+    """The fixes cannot be written without reformatting the rest of the notebook's JSON."""
+
+
+def is_notebook(path: Path) -> bool:
+    return path.suffix.lower() == SUFFIX
+
+
+@dataclass(frozen=True)
+class CodeLine:
+    """One line of the joined source: where it comes from, and what is analysed instead."""
+
+    cell: int  # index among all cells, 0-based
+    number: int  # 1-based line in the cell
+    offset: int  # where the line starts in the cell's source
+    text: str  # as in the cell, with its line end when it has one
+    python: str  # in the joined source: `text` (always line-ended) or a placeholder
+
+    @property
+    def ipython(self) -> bool:
+        return self.python.rstrip("\r\n") != self.text.rstrip("\r\n")
+
+
+@dataclass(frozen=True)
+class _Style:
+    """How the file's JSON is written, as far as `json.dumps` can reproduce it."""
+
+    indent: str | None
+    ensure_ascii: bool
+    newline: str
+    end: str  # what follows the document, usually a newline
+
+    @classmethod
+    def of(cls, text: str) -> _Style:
+        indent = re.match(r"\{\r?\n([ \t]*)", text)
+        body = text.rstrip()
+        newline = "\r\n" if "\r\n" in body else "\n"
+        return cls(indent[1] if indent else None, text.isascii(), newline, text[len(body) :])
+
+    def dump(self, document: dict[str, Any]) -> str:
+        text = json.dumps(
+            document, indent=self.indent, ensure_ascii=self.ensure_ascii, separators=(",", ": ")
+        )
+        return text.replace("\n", self.newline) + self.end
+
+    def escaped(self, text: str) -> str:
+        """`text` as it is written inside a JSON string of the file."""
+        return json.dumps(text, ensure_ascii=self.ensure_ascii)[1:-1]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the stored pieces (list items, or the one string) of some cells' sources start in
+    the file, as (line, column) of their first character."""
+
+    style: _Style
+    starts: dict[int, list[tuple[int, int]]]
+
+    def position(self, stored: str | list[str], cell: int, offset: int) -> tuple[int, int]:
+        """The file position of the character at `offset` in the cell's source."""
+        pieces = stored if isinstance(stored, list) else [stored]
+        *before, (piece, (line, column)) = zip(pieces, self.starts[cell], strict=True)
+        for earlier, start in before:
+            if offset < len(earlier):
+                piece, (line, column) = earlier, start
+                break
+            offset -= len(earlier)
+        return line, column + len(self.style.escaped(piece[:offset]))
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook as read: the file, its JSON, its cells' sources and the joined code."""
+
+    text: str  # the file
+    document: dict[str, Any]  # the JSON as written: key order, sources as lists or strings
+    sources: tuple[str, ...]  # every cell's source, as nbformat reads it
+    lines: tuple[CodeLine, ...]  # the joined source of the code cells, line by line
+    is_python: bool  # the kernel's language is Python, or is not given
+
+    @property
+    def code(self) -> str:
+        """The joined source that gradfix analyses (and that runs like the notebook)."""
+        return "".join(line.python for line in self.lines)
+
+    @cached_property
+    def _style(self) -> _Style | None:
+        """The file's JSON style; None when re-serialising does not give back the file."""
+        style = _Style.of(self.text)
+        return style if style.dump(self.document) == self.text else None
+
+    def syntax_error(self) -> str | None:
+        """`cell N:LINE:COL: parse error: ...` for the first code cell that does not parse on
+        its own, as IPython runs it (joined, a block header at the end of one cell would take
+        the next cell as its body)."""
+        for cell, lines in itertools.groupby(self.lines, key=lambda line: line.cell):
+            error = pipeline.syntax_error("".join(line.python for line in lines).encode())
+            if error is not None:
+                return f"cell {cell + 1}:{error}"
+        return None
+
+    def cell_error(self, error: str) -> str:
+        """A `LINE:COL: ...` error of the joined source (LibCST rejects some code that Python's
+        parser accepted cell by cell), in its cell's coordinates."""
+        match = _POSITION.fullmatch(error)
+        assert match is not None, error
+        line = self.lines[min(int(match[1]), len(self.lines)) - 1]
+        return f"cell {line.cell + 1}:{line.number}:{match[2]}: {match[3]}"
+
+    def in_cells(self, findings: Sequence[Finding]) -> dict[Finding, Finding]:
+        """Each finding of the joined source, in its cell's coordinates."""
+        if not findings:
+            return {}
+        layout = self._layout({self.lines[f.line - 1].cell for f in findings})
+        return {finding: self._in_cell(finding, layout) for finding in findings}
+
+    def _in_cell(self, finding: Finding, layout: _Layout | None) -> Finding:
+        # Every cell parses on its own, so a finding's node lies within one cell.
+        start = self.lines[finding.line - 1]
+        end = self.lines[finding.end_line - 1]
+        file_line, file_column = 1, 1
+        if layout is not None:
+            stored = self.document["cells"][start.cell]["source"]
+            offset = start.offset + finding.column - 1
+            file_line, file_column = layout.position(stored, start.cell, offset)
+        return replace(
+            finding,
+            line=start.number,
+            end_line=end.number,
+            message=_LINE_REFERENCE.sub(self._cell_reference, finding.message),
+            edit=self._cell_edit(finding.edit),
+            cell=start.cell + 1,
+            file_line=file_line,
+            file_column=file_column,
+        )
+
+    def _cell_reference(self, match: re.Match[str]) -> str:
+        number = int(match[1])
+        if not 1 <= number <= len(self.lines):
+            return match[0]
+        line = self.lines[number - 1]
+        return f"cell {line.cell + 1}, line {line.number}"
+
+    def _cell_edit(self, edit: Edit | None) -> Edit | None:
+        """The edit in its cell's coordinates. One that spans cells or IPython lines (the
+        finding is reported at a write, the fix is a `.clone()` where the tensor is bound in an
+        earlier cell) is narrowed to the text it actually changes; None if that still does."""
+        if edit is None:
+            return None
+        if not self._in_one_cell(edit):
+            edit = self._narrowed(edit)
+            if not self._in_one_cell(edit):
+                return None
+        first, last = self.lines[edit.start_line - 1], self.lines[edit.end_line - 1]
+        return Edit(
+            first.number,
+            edit.start_column,
+            last.number,
+            edit.end_column,
+            edit.replacement,
+            cell=first.cell + 1,
+        )
+
+    def _in_one_cell(self, edit: Edit) -> bool:
+        span = self.lines[edit.start_line - 1 : edit.end_line]
+        cells = {line.cell for line in span}
+        return (
+            edit.end_line <= len(self.lines)
+            and len(cells) == 1
+            and not any(line.ipython for line in span)
+        )
+
+    def _narrowed(self, edit: Edit) -> Edit:
+        """The edit without the leading and trailing text it leaves as it is."""
+        code = self.code
+        starts = list(itertools.accumulate((len(line.python) for line in self.lines), initial=0))
+        first = starts[edit.start_line - 1] + edit.start_column - 1
+        last = starts[edit.end_line - 1] + edit.end_column - 1
+        old, new = code[first:last], edit.replacement
+        head = _common_prefix(old, new)
+        tail = _common_prefix(old[head:][::-1], new[head:][::-1])
+
+        def position(offset: int) -> tuple[int, int]:
+            line = bisect.bisect_right(starts, offset) - 1
+            return line + 1, offset - starts[line] + 1
+
+        return Edit(*position(first + head), *position(last - tail), new[head : len(new) - tail])
+
+    def _layout(self, cells: Iterable[int]) -> _Layout | None:
+        """Where the sources of `cells` lie in the file, found by writing the document with
+        each stored piece replaced by a marker (one line each, as the piece was); None when
+        the file is not laid out as `json.dumps` writes it."""
+        style = self._style
+        if style is None:
+            return None
+        token = secrets.token_hex(8)
+        probe = list(self.document["cells"])
+        for cell in cells:
+            stored = probe[cell]["source"]
+            if isinstance(stored, list):
+                marks: str | list[str] = [f"{token}:{cell}:{k}" for k in range(len(stored))]
+            else:
+                marks = f"{token}:{cell}:0"
+            probe[cell] = {**probe[cell], "source": marks}
+        text = style.dump({**self.document, "cells": probe})
+        starts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for match in re.finditer(rf"{token}:(\d+):\d+", text):
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            line = text.count("\n", 0, match.start()) + 1
+            starts[int(match[1])].append((line, match.start() - line_start + 1))
+        return _Layout(style, starts)
+
+    def with_code(self, code: str) -> bytes:
+        """The notebook with the fixed joined source `code` split back into its cells: only
+        the sources of the cells it changes differ, IPython lines restored as they were."""
+        style = self._style
+        if style is None:
+            raise NotebookWriteError(
+                "cannot write the fixes without reformatting the whole notebook: its JSON is "
+                "not laid out the way Jupyter, VS Code and nbformat write notebooks; the file "
+                "was left unchanged; save it once from Jupyter, then run gradfix again"
+            )
+        cells = list(self.document["cells"])
+        for cell, source in self._split(code).items():
+            cells[cell] = {**cells[cell], "source": _stored(cells[cell]["source"], source)}
+        return style.dump({**self.document, "cells": cells}).encode("utf-8")
+
+    def _split(self, code: str) -> dict[int, str]:
+        """The new source of each cell `code` changes. Lines are matched to the joined source
+        they replace; lines a fix inserts between two cells go to the earlier one."""
+        old = [line.python for line in self.lines]
+        new = _LINE.findall(code)
+        pieces: dict[int, list[str]] = defaultdict(list)
+        touched: set[int] = set()
+        matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                for line in self.lines[i1:i2]:
+                    pieces[line.cell].append(_ended(line.text))
+                continue
+            replaced = self.lines[i1:i2]
+            owners = {line.cell for line in replaced} or {self.lines[max(i1 - 1, 0)].cell}
+            if len(owners) > 1 or any(line.ipython for line in replaced):
+                raise RuntimeError("a fix changed more than one cell, or an IPython line")
+            (cell,) = owners
+            pieces[cell].extend(new[j1:j2])
+            touched.add(cell)
+        changed = {}
+        for cell in sorted(touched):
+            source = "".join(pieces[cell])
+            if not self.sources[cell].endswith(("\n", "\r")) and source.endswith("\n"):
+                source = source[:-1]  # the joined source ended the cell's last line
+            if source != self.sources[cell]:
+                changed[cell] = source
+        return changed
+
+
+def read(source: bytes) -> Notebook:
+    """The notebook in `source`; raises NotebookError when it is not one gradfix reads."""
+    try:
+        text = source.decode("utf-8")
+        model = nbformat.reader.reads(text)
+    except UnicodeDecodeError as error:
+        raise NotebookError(f"1:1: parse error: not a notebook: {error}") from error
+    except nbformat.reader.NotJSONError as error:
+        cause = error.__cause__
+        if isinstance(cause, json.JSONDecodeError):
+            where = f"{cause.lineno}:{cause.colno}"
+            raise NotebookError(f"{where}: parse error: not a notebook: {cause.msg}") from error
+        raise NotebookError(f"1:1: parse error: not a notebook: {error}") from error
+    except (nbformat.ValidationError, nbformat.NBFormatError) as error:
+        raise NotebookError(f"1:1: parse error: not a notebook: {error}") from error
+    if model.nbformat != 4:
+        raise NotebookError(
+            f"1:1: parse error: nbformat {model.nbformat} notebook; gradfix reads nbformat 4 "
+            "(upgrade it with `jupyter nbconvert --to notebook --nbformat 4 --inplace`)"
+        )
+    cells = model.get("cells", [])
+    sources = tuple(cell.get("source", "") for cell in cells)
+    if not all(isinstance(source, str) for source in sources):
+        raise NotebookError("1:1: parse error: not a notebook: a cell's source is not text")
+    code = [i for i, cell in enumerate(cells) if cell.get("cell_type") == "code"]
+    metadata = model.get("metadata", {})
+    language = metadata.get("kernelspec", {}).get("language") or metadata.get(
+        "language_info", {}
+    ).get("name", "python")
+    return Notebook(
+        text,
+        json.loads(text),
+        sources,
+        tuple(_code_lines(code, sources)),
+        str(language).lower().startswith(("python", "ipython")),
+    )
+
+
+def _stored(stored: str | list[str], source: str) -> str | list[str]:
+    """`source` stored the way `stored` was: a string; a list of its lines (nbformat's way);
+    or a list split otherwise (sphinx-gallery writes a whole cell as one item), where only the
+    items the edit reaches change (an insertion between two goes to the earlier one)."""
+    if isinstance(stored, str):
+        return source
+    old = "".join(stored)
+    if stored == old.splitlines(True):
+        return source.splitlines(True)
+    same_start = _common_prefix(old, source)
+    same_end = _common_prefix(old[same_start:][::-1], source[same_start:][::-1])
+    changed_end = len(old) - same_end
+    ends = list(itertools.accumulate(map(len, stored)))
+    if same_start < changed_end:
+        first = bisect.bisect_right(ends, same_start)
+    else:
+        first = bisect.bisect_left(ends, same_start)
+    last = max(first, bisect.bisect_left(ends, changed_end))
+    start, end = ends[first] - len(stored[first]), len(source) - (len(old) - ends[last])
+    edited = [source[start:end]] if start < end else []
+    return [*stored[:first], *edited, *stored[last + 1 :]]
+
+
+def _code_lines(code_cells: Iterable[int], sources: Sequence[str]) -> Iterator[CodeLine]:
+    for cell in code_cells:
+        texts = _LINE.findall(sources[cell])
+        offset = 0
+        for number, (text, python) in enumerate(zip(texts, _python_lines(texts), strict=True), 1):
+            if number <= 2 and _CODING.match(python):  # read as bytes, it would decode the rest
+                python = _comment(text)
+            yield CodeLine(cell, number, offset, text, python)
+            offset += len(text)
+
+
+def _python_lines(texts: Sequence[str]) -> list[str]:
+    """The cell's lines as gradfix analyses them: IPython lines become placeholders."""
+    first = next((index for index, text in enumerate(texts) if text.strip()), None)
+    if first is None:
+        return [_ended(text) for text in texts]
+    magic = _CELL_MAGIC.match(texts[first])
+    if texts[first][0] in " \t" or (magic and magic[1] not in PYTHON_CELL_MAGICS):
+        return [_comment(text) for text in texts]
+    lines = [_ended(text) for text in texts]
+    for index, text in enumerate(texts):
+        if magic and index == first:
+            lines[index] = _comment(text)
+        elif _IPYTHON_LINE.match(text) and _starts_statement("".join(lines[:index])):
+            indent = text[: len(text) - len(text.lstrip(" \t"))]
+            lines[index] = indent + "pass" + _end(text)
+    return lines
+
+
+def _starts_statement(before: str) -> bool:
+    """Whether the line after `before` starts a statement: not inside a bracket, a string or
+    a backslash continuation (`% x` continuing a formatted string is Python's modulo)."""
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(before).readline):
+            pass
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return True
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` share."""
+    pairs = zip(a, b, strict=False)
+    return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
+
+
+def _end(text: str) -> str:
+    return text[len(text.rstrip("\r\n")) :] or "\n"
+
+
+def _ended(text: str) -> str:
+    return text.rstrip("\r\n") + _end(text)
+
+
+def _comment(text: str) -> str:
+    return "#" + _end(text)
+
+
+def process_notebook(source: bytes, options: pipeline.RunOptions) -> pipeline.SourceResult:
+    """`pipeline.process_source` for a notebook's bytes: findings and parse errors in cell
+    coordinates, and the rewritten notebook as `new_source`."""
+    try:
+        notebook = read(source)
+    except NotebookError as error:
+        return pipeline.SourceResult(error=str(error))
+    if not notebook.is_python:
+        return pipeline.SourceResult()
+    error = notebook.syntax_error()
+    if error is not None:
+        return pipeline.SourceResult(error=error)
+    result = pipeline.process_source(notebook.code.encode("utf-8"), options)
+    if result.error is not None:
+        return replace(result, error=notebook.cell_error(result.error))
+    cells = notebook.in_cells(result.findings)
+    new_source = None
+    if result.new_source is not None:
+        new_source = notebook.with_code(result.new_source.decode("utf-8"))
+    return pipeline.SourceResult(
+        findings=[cells[finding] for finding in result.findings],
+        fixed=[cells[finding] for finding in result.fixed],
+        new_source=new_source,
+        parsed=result.parsed,
+    )
