@@ -35,7 +35,7 @@ from codemods import __version__
 from codemods.findings import Edit, Finding, Tier
 
 CACHE_DIR = ".gradfix_cache"
-LAYOUT = "1"  # bump when the format of an entry changes
+LAYOUT = "2"  # bump when the format of an entry changes
 PARSERS = ("libcst", "nbformat")  # the distributions that read files for gradfix
 
 _T = TypeVar("_T")
@@ -144,16 +144,11 @@ def _entry(data: Any) -> Entry:
 
 
 def _finding(data: dict[str, Any]) -> Finding:
-    edit = data["edit"]
-    return _checked(
-        Finding(
-            **{
-                **data,
-                "tier": Tier(data["tier"]),
-                "edit": None if edit is None else _checked(Edit(**edit)),
-            }
-        )
-    )
+    edits = {
+        key: None if data[key] is None else _checked(Edit(**data[key]))
+        for key in ("edit", "file_edit")
+    }
+    return _checked(Finding(**{**data, "tier": Tier(data["tier"]), **edits}))
 
 
 def _checked(value: _T) -> _T:

@@ -44,10 +44,13 @@ class Finding:
     edit: Edit | None = None
     # In a notebook: the cell (1-based, counting every cell) whose source the positions count
     # in, and where the finding starts in the .ipynb file's own text (the JSON string holding
-    # the line), for tools that only know file lines: GitHub annotations and SARIF.
+    # the line), for tools that only know file lines: GitHub annotations and SARIF. A fixable
+    # one also carries its fix as an edit of that text (`file_edit`, None when the notebook
+    # cannot be rewritten as it was), the rest of the file as it is, for SARIF.
     cell: int | None = None
     file_line: int | None = None
     file_column: int | None = None
+    file_edit: Edit | None = None
 
     @property
     def fixable(self) -> bool:

@@ -38,7 +38,7 @@ import nbformat
 import nbformat.reader
 
 from codemods import pipeline
-from codemods.findings import Edit, Finding
+from codemods.findings import Edit, Finding, Tier
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python run once in the notebook's namespace: it is analysed.
@@ -148,6 +148,11 @@ class Notebook:
         return "".join(line.python for line in self.lines)
 
     @cached_property
+    def _starts(self) -> list[int]:
+        """Where each line of the joined source starts in it, then its length."""
+        return list(itertools.accumulate((len(line.python) for line in self.lines), initial=0))
+
+    @cached_property
     def _style(self) -> _Style | None:
         """The file's JSON style; None when re-serialising does not give back the file."""
         style = _Style.of(self.text)
@@ -183,6 +188,10 @@ class Notebook:
         start = self.lines[finding.line - 1]
         end = self.lines[finding.end_line - 1]
         file_line, file_column = 1, 1
+        edit = self._one_cell_edit(finding.edit)
+        file_edit = None
+        if edit is not None and finding.tier is not Tier.REPORT:
+            file_edit = self._file_edit(edit)
         if layout is not None:
             stored = self.document["cells"][start.cell]["source"]
             offset = start.offset + finding.column - 1
@@ -192,10 +201,11 @@ class Notebook:
             line=start.number,
             end_line=end.number,
             message=_LINE_REFERENCE.sub(self._cell_reference, finding.message),
-            edit=self._cell_edit(finding.edit),
+            edit=self._cell_edit(edit),
             cell=start.cell + 1,
             file_line=file_line,
             file_column=file_column,
+            file_edit=file_edit,
         )
 
     def _cell_reference(self, match: re.Match[str]) -> str:
@@ -205,16 +215,23 @@ class Notebook:
         line = self.lines[number - 1]
         return f"cell {line.cell + 1}, line {line.number}"
 
-    def _cell_edit(self, edit: Edit | None) -> Edit | None:
-        """The edit in its cell's coordinates. One that spans cells or IPython lines (the
-        finding is reported at a write, the fix is a `.clone()` where the tensor is bound in an
-        earlier cell) is narrowed to the text it actually changes; None if that still does."""
+    def _one_cell_edit(self, edit: Edit | None) -> Edit | None:
+        """The edit of the joined source if it stays within one cell. One that spans cells or
+        IPython lines (the finding is reported at a write, the fix is a `.clone()` where the
+        tensor is bound in an earlier cell) is narrowed to the text it actually changes; None
+        if that still does."""
         if edit is None:
             return None
         if not self._in_one_cell(edit):
             edit = self._narrowed(edit)
             if not self._in_one_cell(edit):
                 return None
+        return edit
+
+    def _cell_edit(self, edit: Edit | None) -> Edit | None:
+        """An edit of the joined source within one cell, in that cell's coordinates."""
+        if edit is None:
+            return None
         first, last = self.lines[edit.start_line - 1], self.lines[edit.end_line - 1]
         return Edit(
             first.number,
@@ -224,6 +241,21 @@ class Notebook:
             edit.replacement,
             cell=first.cell + 1,
         )
+
+    def _file_edit(self, edit: Edit) -> Edit | None:
+        """An edit of the joined source within one cell as an edit of the file's own text (for
+        SARIF): the notebook written with only this edit applied, against the file. None when
+        the file is not one gradfix rewrites."""
+        if self._style is None:
+            return None
+        code, starts = self.code, self._starts
+        first = starts[edit.start_line - 1] + edit.start_column - 1
+        last = starts[edit.end_line - 1] + edit.end_column - 1
+        try:
+            new = self.with_code(code[:first] + edit.replacement + code[last:])
+        except RuntimeError:  # `_split` saw it reach another cell: no edit, not a crash
+            return None
+        return _text_edit(self.text, new.decode("utf-8"))
 
     def _in_one_cell(self, edit: Edit) -> bool:
         span = self.lines[edit.start_line - 1 : edit.end_line]
@@ -236,8 +268,7 @@ class Notebook:
 
     def _narrowed(self, edit: Edit) -> Edit:
         """The edit without the leading and trailing text it leaves as it is."""
-        code = self.code
-        starts = list(itertools.accumulate((len(line.python) for line in self.lines), initial=0))
+        code, starts = self.code, self._starts
         first = starts[edit.start_line - 1] + edit.start_column - 1
         last = starts[edit.end_line - 1] + edit.end_column - 1
         old, new = code[first:last], edit.replacement
@@ -424,6 +455,25 @@ def _common_prefix(a: str, b: str) -> int:
     """How many leading characters `a` and `b` share."""
     pairs = zip(a, b, strict=False)
     return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
+
+
+def _text_edit(old: str, new: str) -> Edit:
+    """The smallest edit that turns `old` into `new` (what lies between their common prefix
+    and suffix), never starting or ending between the CR and the LF of a line end. Lines count
+    LFs, columns count code points, as `file_line` and `file_column` do."""
+    head = _common_prefix(old, new)
+    if head and old[head - 1 : head + 1] == "\r\n":
+        head -= 1
+    tail = _common_prefix(old[head:][::-1], new[head:][::-1])
+    end = len(old) - tail
+    if tail and old[end - 1 : end + 1] == "\r\n":
+        tail -= 1
+        end += 1
+
+    def position(offset: int) -> tuple[int, int]:
+        return old.count("\n", 0, offset) + 1, offset - (old.rfind("\n", 0, offset) + 1) + 1
+
+    return Edit(*position(head), *position(end), new[head : len(new) - tail])
 
 
 def _end(text: str) -> str:

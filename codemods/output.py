@@ -237,9 +237,9 @@ def _sarif_result(path: Path, f: Finding, index: Mapping[str, int]) -> dict[str,
         result["properties"].update(cell=f.cell, cellRegion=region)
     if f.rule in index:
         result["ruleIndex"] = index[f.rule]
-    # A fix in a notebook edits a cell's source, not the file's JSON text: JSON output has it.
-    if f.fixable and f.edit is not None and f.cell is None:
-        e = f.edit
+    # In a notebook, the fix as an edit of the file's JSON text, not of the cell's source.
+    e = f.edit if f.cell is None else f.file_edit
+    if f.fixable and e is not None:
         result["fixes"] = [
             {
                 "description": {"text": f"{f.rule} fix ({f.tier.value})"},

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import nbformat
 import pytest
 from engine_fakes import FAKE_RULES
+from nbformat.v4 import new_code_cell, new_notebook
 from typer.testing import CliRunner
 
 from cli import app
@@ -169,3 +171,77 @@ def test_github_format_from_the_real_pipeline() -> None:
         ["::warning file=train.py", "line=41"],
     ]
     assert all("\n" not in line and "title=GF00" in line for line in lines[1:])
+
+
+NOTEBOOKS = sorted((Path(__file__).parent / "fixtures").glob("GF*/notebook_*/before.ipynb"))
+
+
+def two_loops_notebook(newline: str) -> bytes:
+    """Two fixes in two cells (a source stored as one string, one as a list of lines),
+    written with `newline` line ends."""
+    setup = "import torch\nfrom torch import nn\n\nmodel = nn.Linear(4, 1)\nx = torch.randn(8, 4)"
+    loop = "total = 0.0\nfor step in range(3):\n    loss = model(x).sum()\n    total += loss"
+    cells = [
+        new_code_cell(setup, id="setup"),
+        new_code_cell(loop, id="first"),
+        new_code_cell(loop.replace("total", "résumé"), id="second"),
+    ]
+    document = json.loads(nbformat.writes(new_notebook(cells=cells)))
+    document["cells"][1]["source"] = "".join(document["cells"][1]["source"])
+    text = json.dumps(document, indent=1, ensure_ascii=False, separators=(",", ": "))
+    return (text + "\n").replace("\n", newline).encode()
+
+
+def sarif_edits(finding: dict[str, Any], uri: str) -> list[tuple[int, int, int, int, str]]:
+    ((change,),) = [fix["artifactChanges"] for fix in finding["fixes"]]
+    assert change["artifactLocation"]["uri"] == uri
+    return [
+        (
+            r["deletedRegion"]["startLine"],
+            r["deletedRegion"]["startColumn"],
+            r["deletedRegion"]["endLine"],
+            r["deletedRegion"]["endColumn"],
+            r["insertedContent"]["text"],
+        )
+        for r in change["replacements"]
+    ]
+
+
+def test_sarif_fixes_of_notebooks_edit_the_ipynb_text_as_gradfix_fix_does() -> None:
+    for number, path in enumerate(NOTEBOOKS):
+        Path(f"nb{number}.ipynb").write_bytes(path.read_bytes())
+    Path("lf.ipynb").write_bytes(two_loops_notebook("\n"))
+    Path("crlf.ipynb").write_bytes(two_loops_notebook("\r\n"))
+    names = sorted(str(path) for path in Path().glob("*.ipynb"))
+    result = gradfix("check", "--format", "sarif", "--no-cache", *names)
+    assert result.exit_code == 1
+    log = json.loads(result.stdout)
+    assert sarif_errors(log) == []
+    findings = log["runs"][0]["results"]
+    assert len(findings) == len(NOTEBOOKS) + 4
+    assert all(len(f["fixes"]) == 1 for f in findings)
+    for name in names:
+        source = Path(name).read_bytes()
+        text = source.decode("utf-8")
+        mine = [
+            f
+            for f in findings
+            if f["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == name
+        ]
+        assert mine
+        fixed = gradfix("fix", "-", "--stdin-filename", name, input=source).stdout_bytes
+        edits = [edit for f in mine for edit in sarif_edits(f, name)]
+        assert apply(text, edits).encode() == fixed  # all of them together
+        # Each alone: the notebook with that one cell's stored source as `gradfix fix` stores
+        # it, and nothing else changed.
+        before, after = json.loads(text), json.loads(fixed)
+        for f in mine:
+            alone = json.loads(apply(text, sarif_edits(f, name)))
+            changed = [i for i, cell in enumerate(alone["cells"]) if cell != before["cells"][i]]
+            assert len(changed) == 1
+            cells = list(before["cells"])
+            cells[changed[0]] = {
+                **cells[changed[0]],
+                "source": after["cells"][changed[0]]["source"],
+            }
+            assert alone == {**before, "cells": cells}

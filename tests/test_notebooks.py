@@ -432,7 +432,11 @@ def test_github_and_sarif_point_at_the_line_of_the_file(project: Path) -> None:
     region = location["physicalLocation"]["region"]
     assert region == {"startLine": finding.file_line, "startColumn": finding.file_column}
     assert location["logicalLocations"] == [{"name": "cell 3"}]
-    assert result["properties"]["cell"] == 3 and "fixes" not in result
+    assert result["properties"]["cell"] == 3
+    ((change,),) = [fix["artifactChanges"] for fix in result["fixes"]]
+    (replacement,) = change["replacements"]
+    assert replacement["insertedContent"]["text"] == ".item()"
+    assert replacement["deletedRegion"]["startLine"] == finding.file_line
 
 
 def test_diff_shows_the_cells_not_the_json(project: Path) -> None:
