@@ -21,9 +21,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import types
 import typing
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from codemods import __version__
+from codemods.atomic import write_atomic
 from codemods.findings import Edit, Finding, Tier
 
 CACHE_DIR = ".gradfix_cache"
@@ -97,14 +96,14 @@ class ResultCache:
         with contextlib.suppress(OSError):
             self._create()
             path = self._path(source, select, unsafe_fixes, notebook)
-            _write_atomic(path, json.dumps(data).encode())
+            write_atomic(path, json.dumps(data).encode())
 
     def _create(self) -> None:
         """The directory, with a .gitignore that keeps it out of commits."""
         gitignore = self.directory / ".gitignore"
         if not gitignore.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
-            _write_atomic(gitignore, b"# Created by gradfix; safe to delete.\n*\n")
+            write_atomic(gitignore, b"# Created by gradfix; safe to delete.\n*\n")
 
 
 @functools.cache
@@ -120,18 +119,6 @@ def fingerprint() -> str:
             digest.update(path.relative_to(package).as_posix().encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _finding_data(finding: Finding) -> dict[str, Any]:

@@ -13,8 +13,6 @@ import math
 import multiprocessing
 import os
 import re
-import stat
-import tempfile
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,6 +22,7 @@ from enum import Enum
 from pathlib import Path
 
 from codemods import notebooks, pipeline
+from codemods.atomic import write_atomic
 from codemods.cache import Entry, ResultCache
 from codemods.findings import Finding, Tier
 
@@ -114,23 +113,6 @@ def _without(findings: Sequence[Finding], removed: Sequence[Finding]) -> tuple[F
         with contextlib.suppress(ValueError):
             left.remove(finding)
     return tuple(left)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace the file's content in one step (a temporary file beside it, then a rename),
-    keeping its permission bits. Symbolic links are followed, not replaced."""
-    real = Path(os.path.realpath(path))
-    mode = stat.S_IMODE(real.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".gradfix")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def process_bytes(

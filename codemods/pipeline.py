@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
@@ -55,7 +55,7 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
     if not found:
         return SourceResult(parsed=True)
 
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = analysis.positions
     lines = module.code.splitlines()
     result = SourceResult(parsed=True)
     to_apply: dict[cst.CSTNode, cst.CSTNode] = {}

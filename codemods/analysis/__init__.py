@@ -8,7 +8,11 @@ this statement, in which grad mode does it run, where else does this name occur.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cached_property
+
 import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codemods.analysis import torch_api
 from codemods.analysis.imports import import_aliases, qualify
@@ -88,6 +92,51 @@ class FileAnalysis:
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         start, end = self.index.start, self.index.end
         return start[outer] <= start[inner] and end[inner] <= end[outer]
+
+    @cached_property
+    def positions(self) -> dict[cst.CSTNode, CodeRange]:
+        """Where each node is in the source. LibCST computes this by generating the whole
+        module's code, so it is asked for only once a file has findings, and only once."""
+        wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+        return dict(wrapper.resolve(PositionProvider))
+
+    def code_of(self, node: cst.CSTNode, limit: int | None = None) -> str:
+        """`node`'s source on one line, for messages; cut to `limit` characters."""
+        code = " ".join(self.module.code_for_node(node).split())
+        if limit is not None and len(code) > limit:
+            return code[: limit - 3] + "..."
+        return code
+
+    def attached_operands(
+        self,
+        expression: cst.BaseExpression,
+        skip: Callable[[cst.BaseExpression], bool] = lambda _: False,
+        proven_only: bool = False,
+    ) -> list[cst.BaseExpression]:
+        """The smallest graph-attached parts of an arithmetic expression, the ones a fix takes
+        out of the graph: `loss` in `loss * n`, both losses in `l1 + 0.5 * l2`, a whole
+        parenthesised sum. `skip` leaves out parts (the accumulator itself); `proven_only`
+        leaves out values attached by naming convention only."""
+        if skip(expression):
+            return []
+        wanted = (Grad.ATTACHED,) if proven_only else (Grad.ATTACHED, Grad.LIKELY)
+
+        def attached(part: cst.BaseExpression) -> bool:
+            return self.value_of(part).grad in wanted
+
+        if getattr(expression, "lpar", ()) and attached(expression):
+            return [expression]
+        if isinstance(expression, cst.BinaryOperation):
+            return self.attached_operands(expression.left, skip, proven_only) + (
+                self.attached_operands(expression.right, skip, proven_only)
+            )
+        if isinstance(expression, cst.UnaryOperation):
+            return self.attached_operands(expression.expression, skip, proven_only)
+        if isinstance(expression, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and (
+            attached(expression)
+        ):
+            return [expression]
+        return []
 
     def descendants(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """`node` and every node inside it, in source order (whitespace nodes excepted).
@@ -180,14 +229,22 @@ class FileAnalysis:
             return parent.target is not child
         return True
 
+    @cached_property
+    def backward_calls(self) -> list[cst.Call]:
+        """Every `x.backward(...)` call in the file."""
+        return [
+            call
+            for call in self.index.calls_by_name.get("backward", [])
+            if isinstance(call.func, cst.Attribute)
+        ]
+
     def _index_backward_calls(self) -> dict[str, list[cst.Call]]:
         """`x.backward(...)` calls by the name of the root they differentiate."""
         by_root: dict[str, list[cst.Call]] = {}
-        for call in self.index.calls_by_name.get("backward", []):
-            if isinstance(call.func, cst.Attribute):
-                root = backward_root(call.func.value)
-                if root is not None:
-                    by_root.setdefault(root, []).append(call)
+        for call in self.backward_calls:
+            root = backward_root(call.func.value)  # type: ignore[attr-defined]
+            if root is not None:
+                by_root.setdefault(root, []).append(call)
         return by_root
 
     def _backward_evidence(self, name: str, assignment: cst.CSTNode) -> str | None:

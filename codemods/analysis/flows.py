@@ -85,7 +85,7 @@ class _Follower:
         self._followed.add((name, scope))
         uses: set[Use] = set()
         for occurrence in self.analysis.occurrences(name, scope):
-            if is_load(self.analysis, occurrence):
+            if self.analysis.is_load(occurrence):
                 uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
@@ -95,7 +95,7 @@ class _Follower:
         self._followed.add((class_name, attribute))
         uses: set[Use] = set()
         for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
-            if is_load(self.analysis, occurrence):
+            if self.analysis.is_load(occurrence):
                 uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
@@ -280,10 +280,6 @@ class _Follower:
         if isinstance(element, (cst.Name, cst.BinaryOperation, cst.UnaryOperation, cst.Tuple)):
             uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
         return uses
-
-
-def is_load(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
-    return analysis.is_load(node)
 
 
 class _NameFinder(cst.CSTVisitor):

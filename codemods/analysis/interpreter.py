@@ -15,6 +15,7 @@ import libcst as cst
 
 from codemods.analysis import torch_api
 from codemods.analysis.imports import dotted_name
+from codemods.analysis.syntax import keyword_argument
 from codemods.analysis.values import FREE_TENSOR, NUMBER, UNKNOWN, Grad, Kind, Value
 
 Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
@@ -422,7 +423,7 @@ class Interpreter:
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)
         if name in torch_api.TENSOR_FACTORIES:
-            requires = _keyword(node, "requires_grad")
+            requires = keyword_argument(node, "requires_grad")
             if isinstance(requires, cst.Name) and requires.value == "True":
                 return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it requires grad", leaf=True)
             scalar = not node.args or (
@@ -481,15 +482,8 @@ def _joined_grad(values: list[Value]) -> Grad:
     return result
 
 
-def _keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in node.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
-
-
 def _reduction_none(node: cst.Call) -> bool:
-    reduction = _keyword(node, "reduction")
+    reduction = keyword_argument(node, "reduction")
     return isinstance(reduction, cst.SimpleString) and reduction.evaluated_value == "none"
 
 

@@ -32,6 +32,7 @@ from codemods.analysis import FileAnalysis, saved_ops, torch_api
 from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings, scope_bindings
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.values import Grad, Kind
 
 _MAX_CALL_DEPTH = 3
@@ -646,7 +647,7 @@ class Provenance:
         if qualified in torch_api.FUNCTIONAL_LOSSES:
             return self._op(node, frame, qualified, arguments, kind=OriginKind.LOSS)
         if qualified in torch_api.TENSOR_FACTORIES:
-            requires = _keyword(node, "requires_grad")
+            requires = keyword_argument(node, "requires_grad")
             if isinstance(requires, cst.Name) and requires.value == "True":
                 return self._leaf(node, frame)
             return self._data(node, frame)
@@ -655,7 +656,7 @@ class Provenance:
         if qualified in torch_api.GRAPH_LEAVING_FUNCTIONS or short[:1].isupper():
             return self._data(node, frame)  # modules, losses, optimizers are built, not run
         if qualified in torch_api.AUTOGRAD_FUNCTIONS:
-            create = _keyword(node, "create_graph")
+            create = keyword_argument(node, "create_graph")
             if not (isinstance(create, cst.Name) and create.value == "True"):
                 return self._data(node, frame)
         return self._op(node, frame, qualified, arguments, _call_suffix(self, node, frame))
@@ -683,7 +684,7 @@ class Provenance:
         if method in torch_api.GRAPH_LEAVING_METHODS:
             return self._data(node, frame)
         if method == "requires_grad_":
-            if node.args and _is_false(node.args[0].value):
+            if node.args and is_false(node.args[0].value):
                 return self._data(node, frame)  # `requires_grad_(False)`
             return self._leaf(node, frame)
         if method == "scale" and receiver.kind is Kind.UNKNOWN and len(node.args) == 1:
@@ -1077,17 +1078,6 @@ def _argument_for(call: cst.Call, position: int, name: str) -> cst.BaseExpressio
             return arg.value
     positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     return positional[position] if position < len(positional) else None
-
-
-def _keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in node.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
-
-
-def _is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
 
 
 def _single_index(node: cst.Subscript) -> cst.BaseExpression | None:

@@ -29,7 +29,6 @@ from codemods.analysis.interpreter import target_key
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 _ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|=[^=\n]*\+")
 
 
@@ -162,7 +161,9 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     operand = analysis.value_of(accumulation.operand)
     if not operand.grad.attached or not (operand.loss or operand.scalar):
         return None  # not attached, or a stored tensor rather than a loss: GF002's concern
-    atoms = _attached_atoms(analysis, accumulation.operand, accumulation.exclude)
+    atoms = analysis.attached_operands(
+        accumulation.operand, lambda part: part is accumulation.exclude
+    )
     if atoms and all(_is_parameter(analysis, atom) for atom in atoms):
         return None  # attached only through its callers: fixed where they pass it in
     initial = _initial_value(analysis, accumulation)
@@ -178,16 +179,16 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
         and all(analysis.value_of(atom).scalar for atom in atoms)
     )
     method = "item" if to_number else "detach"
-    accumulator = _code(analysis, accumulation.accumulator)
+    accumulator = analysis.code_of(accumulation.accumulator)
     if accumulation.owner_class is not None:
         accumulator = f"{accumulator}.{accumulation.owner_attribute}"
     across = "loop iterations" if analysis.enclosing_loops(statement) else "calls"
-    operand_code = _code(analysis, accumulation.operand)
+    operand_code = analysis.code_of(accumulation.operand)
     why = operand.evidence or "it is computed from graph-attached values"
     message = (
         f"`{accumulator}` accumulates `{operand_code}` across {across}, and "
         f"`{operand_code}` is graph-attached ({why}): every iteration's autograd graph stays "
-        f"alive. Accumulate `{_code(analysis, atoms[0]) if atoms else operand_code}.{method}()`"
+        f"alive. Accumulate `{analysis.code_of(atoms[0]) if atoms else operand_code}.{method}()`"
         " instead."
     )
     if not atoms:
@@ -279,26 +280,6 @@ def _holds_numbers(initial: Value) -> bool:
 
 
 # -- how it rewrites ------------------------------------------------------------------------
-def _attached_atoms(
-    analysis: FileAnalysis, expression: cst.BaseExpression, exclude: cst.BaseExpression | None
-) -> list[cst.BaseExpression]:
-    """The smallest sub-expressions to take out of the graph: `loss` in `loss * n`."""
-    if expression is exclude:
-        return []
-    parenthesized = bool(getattr(expression, "lpar", ()))
-    if parenthesized and analysis.value_of(expression).grad.attached:
-        return [expression]  # `(a + b).item()` reads as well as rewriting inside
-    if isinstance(expression, cst.BinaryOperation):
-        return _attached_atoms(analysis, expression.left, exclude) + _attached_atoms(
-            analysis, expression.right, exclude
-        )
-    if isinstance(expression, cst.UnaryOperation):
-        return _attached_atoms(analysis, expression.expression, exclude)
-    if isinstance(expression, _ATOMS) and analysis.value_of(expression).grad.attached:
-        return [expression]
-    return []
-
-
 def _is_parameter(analysis: FileAnalysis, atom: cst.BaseExpression) -> bool:
     scope = analysis.scope_of(atom)
     if not isinstance(atom, cst.Name) or not isinstance(scope, cst.FunctionDef):
@@ -312,7 +293,3 @@ def _container(target: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(target, cst.Subscript):
         target = target.value
     return target
-
-
-def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:
-    return analysis.module.code_for_node(node).strip()

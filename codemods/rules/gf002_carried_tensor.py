@@ -27,13 +27,13 @@ operand of an EMA update), otherwise on the read that takes it into the next ite
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value
-from codemods.analysis.flows import Use, follow_expression, follow_target, is_load
+from codemods.analysis.flows import Use, follow_expression, follow_target
 from codemods.analysis.interpreter import target_key
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
@@ -186,7 +186,7 @@ def _reads(
         ]
     else:
         found = list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
-    return [r for r in found if is_load(analysis, r) and not _is_method_receiver(analysis, r)]
+    return [r for r in found if analysis.is_load(r) and not _is_method_receiver(analysis, r)]
 
 
 def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CSTNode]:
@@ -209,7 +209,7 @@ def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CS
         statement = analysis.statement_of(occurrence)
         if statement is None:
             continue
-        if not is_load(analysis, occurrence) or _detaches_in_place(analysis, statement):
+        if not analysis.is_load(occurrence) or _detaches_in_place(analysis, statement):
             stores.append(statement)
     return stores
 
@@ -384,7 +384,7 @@ def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> b
         later = [
             o
             for o in analysis.occurrences(names[0].value, analysis.scope_of(statement))
-            if is_load(analysis, o)
+            if analysis.is_load(o)
             and analysis.index.start[o] > analysis.index.end[statement]
             and analysis.contains(carry.store, o)
         ]
@@ -399,7 +399,7 @@ def _repeats_with_backward(analysis: FileAnalysis, carry: _Carry) -> bool:
     if carry.loop is not None:
         return True
     scope = analysis.scope_of(carry.store)
-    if any(analysis.scope_of(call) is scope for call in _backward_calls(analysis)):
+    if any(analysis.scope_of(call) is scope for call in analysis.backward_calls):
         return True  # a training step method: each call ends in a backward
     return _called_per_step(analysis, carry)
 
@@ -407,7 +407,7 @@ def _repeats_with_backward(analysis: FileAnalysis, carry: _Carry) -> bool:
 def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     """Whether an instance of the carrying class is called in a loop that runs backward."""
     backward_loops = {
-        loop for call in _backward_calls(analysis) for loop in analysis.enclosing_loops(call)
+        loop for call in analysis.backward_calls for loop in analysis.enclosing_loops(call)
     }
     return any(
         analysis.contains(loop, call)
@@ -416,31 +416,22 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     )
 
 
-def _backward_calls(analysis: FileAnalysis) -> list[cst.Call]:
-    return [
-        call
-        for call in analysis.index.calls_by_name.get("backward", [])
-        if isinstance(call.func, cst.Attribute)
-    ]
-
-
-# -- how it rewrites: carried values --------------------------------------------------------
 def _carry_edit(
     analysis: FileAnalysis, carry: _Carry
 ) -> tuple[dict[cst.CSTNode, cst.CSTNode], str] | None:
     store = carry.store
     if _is_update_of_itself(carry) and isinstance(store.value, cst.BinaryOperation):
-        atoms = _attached_atoms(analysis, store.value, carry.key)
+        atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
         if atoms:  # an EMA / running statistic: keep the update out of the graph
-            return {a: _detached(a) for a in atoms}, _code(analysis, _detached(atoms[0]))
+            return {a: _detached(a) for a in atoms}, analysis.code_of(_detached(atoms[0]))
     if (
         not carry.later_reads
         and carry.target is store.targets[0].target
         and (_stored_value(analysis, carry).kind is Kind.TENSOR)
     ):
-        atoms = _attached_atoms(analysis, store.value, carry.key)
+        atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
         if len(atoms) == 1 and atoms[0] is store.value:
-            return {store.value: _detached(store.value)}, _code(analysis, _detached(store.value))
+            return {store.value: _detached(store.value)}, analysis.code_of(_detached(store.value))
     reads = [r for r in carry.carry_reads if not _in_nested_loop(analysis, carry, r)]
     if len(reads) != len(carry.carry_reads):
         return None  # read inside an inner loop: only the first inner iteration carries
@@ -457,7 +448,7 @@ def _carry_edit(
         else:
             replacements[read] = _detached_tuple(read)
     first = replacements[reads[0]]
-    return replacements, _code(analysis, first)
+    return replacements, analysis.code_of(first)
 
 
 def _is_update_of_itself(carry: _Carry) -> bool:
@@ -480,23 +471,9 @@ def _is_arithmetic_operand(expression: cst.BaseExpression, read: cst.CSTNode) ->
     return False
 
 
-def _attached_atoms(
-    analysis: FileAnalysis, expression: cst.BaseExpression, key: str
-) -> list[cst.BaseExpression]:
-    """The graph-attached operands of an arithmetic expression, other than `key` itself."""
-    if target_key(expression) == key:
-        return []
-    if isinstance(expression, cst.BinaryOperation) and not expression.lpar:
-        return _attached_atoms(analysis, expression.left, key) + _attached_atoms(
-            analysis, expression.right, key
-        )
-    if isinstance(expression, cst.UnaryOperation) and not expression.lpar:
-        return _attached_atoms(analysis, expression.expression, key)
-    if (isinstance(expression, _ATOMS) or getattr(expression, "lpar", ())) and (
-        analysis.value_of(expression).grad is Grad.ATTACHED
-    ):
-        return [expression]
-    return []
+def _is_key(key: str) -> Callable[[cst.BaseExpression], bool]:
+    """Whether a part of an expression reads the carried value itself."""
+    return lambda part: target_key(part) == key
 
 
 def _state_shape(analysis: FileAnalysis, carry: _Carry) -> Kind | None:
@@ -622,7 +599,7 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
         return None  # differentiated after the loop on purpose (full BPTT, stacked loss)
     if _emptied_in(analysis, store):
         return None  # nothing stored survives an iteration of the loop
-    container = _code(analysis, store.container)
+    container = analysis.code_of(store.container)
     if reused and _read_back_in_same_iteration(analysis, store):
         # This iteration's entries are differentiated too (a REINFORCE-style list of log
         # probabilities): detaching them would silence their gradients. What is wrong is
@@ -635,7 +612,7 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
             f"each backward (`{container}.clear()`) rather than detaching what it stores.",
             Tier.REPORT,
         )
-    operand = _code(analysis, store.operand)
+    operand = analysis.code_of(store.operand)
     why = value.evidence or "it is computed from graph-attached values"
     if reused:
         symptom = (
@@ -733,7 +710,3 @@ def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:
             )
         ],
     )
-
-
-def _code(analysis: FileAnalysis, node: cst.CSTNode) -> str:
-    return analysis.module.code_for_node(node).strip()

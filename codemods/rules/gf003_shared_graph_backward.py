@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codemods.analysis import FileAnalysis, Grad, Kind
 from codemods.analysis.bindings import BindingKind
@@ -242,7 +241,6 @@ class _Checker:
     def __init__(self, analysis: FileAnalysis, provenance: Provenance) -> None:
         self.analysis = analysis
         self.provenance = provenance
-        self._positions: dict[cst.CSTNode, CodeRange] | None = None
         self._in_order: list[cst.CSTNode] | None = None
 
     def judge(self, site: _Site, later: list[_Site]) -> RuleFinding | None:
@@ -499,14 +497,10 @@ class _Checker:
         return f"`{code}`" if len(code) <= 48 else f"`{self._code(call.func)}(...)`"
 
     def _code(self, node: cst.CSTNode) -> str:
-        code = " ".join(self.analysis.module.code_for_node(node).split())
-        return code if len(code) <= 60 else code[:57] + "..."
+        return self.analysis.code_of(node, limit=60)
 
     def _line(self, node: cst.CSTNode) -> int:
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.analysis.module, unsafe_skip_copy=True)
-            self._positions = dict(wrapper.resolve(PositionProvider))
-        position = self._positions.get(node)
+        position = self.analysis.positions.get(node)
         return position.start.line if position is not None else 0
 
 

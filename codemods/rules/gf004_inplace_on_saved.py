@@ -35,10 +35,10 @@ from enum import Enum
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
-from codemods.analysis.flows import is_load
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
+from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 
@@ -208,7 +208,7 @@ class _Checker:
         flag = self._inplace_flag(call)
         if flag is not None and positional:
             yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
-        out = _keyword(call, "out")
+        out = keyword_argument(call, "out")
         if out is not None and qualified is not None and qualified.startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
 
@@ -480,8 +480,8 @@ class _Checker:
         """A tensor that requires grad and has no history: in-place writes to it outside
         `no_grad` are refused at once."""
         if base.kind is OriginKind.LEAF:
-            frozen = isinstance(base.expression, cst.Call) and _is_false(
-                _keyword(base.expression, "requires_grad")
+            frozen = isinstance(base.expression, cst.Call) and is_false(
+                keyword_argument(base.expression, "requires_grad")
             )
             return not frozen  # `nn.Parameter(w, requires_grad=False)`
         # `for p in model.parameters(): p -= lr * p.grad`
@@ -640,7 +640,7 @@ class _Checker:
                     for attribute in nodes
                     if self.analysis.scope_of(attribute) is scope
                 ]
-            self._load_cache[scope] = [n for n in names if is_load(self.analysis, n)]
+            self._load_cache[scope] = [n for n in names if self.analysis.is_load(n)]
         return self._load_cache[scope]
 
     def _clone_where_made(self, alias: _Alias) -> _Fix:
@@ -709,16 +709,16 @@ class _Checker:
         return names
 
     def _is_parameter(self, alias: _Alias) -> bool:
+        """A parameter, or another tensor that requires grad and has no history."""
         base = alias.base
         if base.kind is not OriginKind.UNKNOWN or not isinstance(base.expression, cst.Attribute):
             return False
-        return self.analysis.value_of(base.expression).evidence == "it is a parameter"
+        return self.analysis.value_of(
+            base.expression
+        ).leaf  # a parameter (or another tensor that requires grad and has no history)
 
     def _code(self, node: cst.CSTNode | None) -> str:
-        if node is None:
-            return ""
-        text = self.analysis.module.code_for_node(node).strip()
-        return text if len(text) <= 80 else text[:77] + "..."
+        return "" if node is None else self.analysis.code_of(node, limit=80)
 
 
 # -- syntax helpers ----------------------------------------------------------------------------
@@ -728,10 +728,6 @@ def _writes_data(method: str) -> bool:
         and not method.startswith("_")
         and method not in torch_api.NON_WRITING_UNDERSCORE_METHODS
     )
-
-
-def _is_false(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
 
 
 def _stores(target: cst.BaseExpression) -> bool:
@@ -752,20 +748,13 @@ def _is_detach(origin: Origin) -> bool:
 
 def _flag_argument(call: cst.Call, qualified: str | None) -> cst.Name | None:
     """The literal `True` passed as `inplace` (by keyword, or at its known position)."""
-    flag = _keyword(call, "inplace")
+    flag = keyword_argument(call, "inplace")
     if flag is None and qualified in torch_api.INPLACE_FLAG_POSITION:
         positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
         position = torch_api.INPLACE_FLAG_POSITION[qualified]
         flag = positional[position] if position < len(positional) else None
     if isinstance(flag, cst.Name) and flag.value == "True":
         return flag
-    return None
-
-
-def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
     return None
 
 
