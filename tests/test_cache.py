@@ -12,9 +12,9 @@ import pytest
 from engine_fakes import fake_process_source, install
 from typer.testing import CliRunner
 
-from cli import app
 from codemods import cache, engine, pipeline
 from codemods.cache import CACHE_DIR, Entry, ResultCache
+from codemods.cli import app
 from codemods.engine import FileTask, Mode
 from codemods.findings import Edit, Finding, Tier
 

@@ -14,8 +14,8 @@ from engine_fakes import FAKE_RULES
 from nbformat.v4 import new_code_cell, new_notebook
 from typer.testing import CliRunner
 
-from cli import app
 from codemods import output
+from codemods.cli import app
 from codemods.engine import ErrorKind, FileError, FileResult
 from codemods.findings import Edit, Finding, Tier
 

@@ -15,7 +15,7 @@ import pytest
 from engine_fakes import install
 from typer.testing import CliRunner
 
-from cli import app
+from codemods.cli import app
 
 if TYPE_CHECKING:
     from typer.testing import Result

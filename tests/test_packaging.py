@@ -1,0 +1,55 @@
+"""What `pip install gradfix` puts in site-packages: the `codemods` package and nothing else at
+the top level (a generic top-level `cli` module would collide with other distributions')."""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _build_wheel(tmp_path: Path) -> Path:
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources.
+    source = tmp_path / "gradfix"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "cli.py"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "codemods", source / "codemods", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run(
+        [*command, str(source), "-w", str(tmp_path / "dist")],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("gradfix-*.whl")
+    return wheel
+
+
+def test_wheel_installs_no_top_level_cli_module(tmp_path: Path) -> None:
+    wheel = _build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        scripts = configparser.ConfigParser()
+        scripts.read_string(archive.read(entry_points).decode())
+    top_level = {
+        name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")
+    }
+    assert top_level == {"codemods"}
+    assert "codemods/cli.py" in names
+    assert dict(scripts["console_scripts"]) == {"gradfix": "codemods.cli:main"}
+
+
+def test_cli_py_runs_from_a_checkout() -> None:
+    result = subprocess.run(
+        [sys.executable, "cli.py", "--version"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("gradfix ")
