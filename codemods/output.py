@@ -409,7 +409,10 @@ class Summary:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """`1 file`, `2 files`, `2 hidden fixes`."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}{'es' if word.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
 
 
 def summary_lines(summary: Summary, fixing: bool, diff: bool) -> list[str]:
@@ -434,9 +437,10 @@ def summary_lines(summary: Summary, fixing: bool, diff: bool) -> list[str]:
     elif not fixing:
         lines.append("No findings.")
     if summary.hidden_fixes:
+        them = "it: it" if summary.hidden_fixes == 1 else "them: they"
         lines.append(
             f"{_plural(summary.hidden_fixes, 'hidden fix')} can be enabled with --unsafe-fixes"
-            " (review them: they may change behaviour)."
+            f" (review {them} may change behaviour)."
         )
     if summary.errors:
         lines.append(

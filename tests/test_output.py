@@ -150,7 +150,7 @@ def test_summary() -> None:
         "Scanned 3 files.",
         "Fixed 2 findings in 1 file: GF001 x2.",
         "3 findings left (1 with a safe fix, 1 with an unsafe fix, 1 report-only).",
-        "1 hidden fix can be enabled with --unsafe-fixes (review them: they may change behaviour).",
+        "1 hidden fix can be enabled with --unsafe-fixes (review it: it may change behaviour).",
         "1 file could not be processed; see the errors above.",
     ]
     check = output.summary_lines(output.Summary.of(RESULTS[:1], True), fixing=False, diff=False)
@@ -161,3 +161,17 @@ def test_summary() -> None:
     ]
     empty = output.summary_lines(output.Summary.of([], False), fixing=False, diff=False)
     assert empty == ["Scanned 0 files.", "No findings."]
+
+
+def test_summary_plurals() -> None:
+    summary = output.Summary(files=4, changed=2, hidden_fixes=4, errors=2)
+    summary.fixed.update({"GF001": 2})
+    summary.left.update({Tier.UNSAFE: 4})
+    assert output.summary_lines(summary, fixing=True, diff=True) == [
+        "Scanned 4 files.",
+        "Would fix 2 findings in 2 files: GF001 x2.",
+        "4 findings left (4 with an unsafe fix).",
+        "4 hidden fixes can be enabled with --unsafe-fixes (review them: they may change "
+        "behaviour).",
+        "2 files could not be processed; see the errors above.",
+    ]
