@@ -1,8 +1,8 @@
 """Run gradfix from a checkout without installing it: `python cli.py check .`.
 
-The command line lives in `codemods/cli.py`, inside the package, so that installing gradfix
-adds no generic top-level `cli` module to site-packages; the `gradfix` command runs the same
-`main`."""
+The command line lives inside the package (`codemods/cli.py`, `codemods/commands.py`), so that
+installing gradfix adds no generic top-level `cli` module to site-packages; the `gradfix`
+command runs the same `main`."""
 
 from codemods.cli import main
 

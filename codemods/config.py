@@ -170,9 +170,21 @@ def resolve_settings(
     Command-line exclude patterns are relative to `cwd`, the file's to its directory."""
     cwd = cwd or Path.cwd()
     file_where = f"{config.path}: [tool.gradfix]"
+    # An empty selection would run nothing and pass every check: most likely a variable that
+    # expanded to nothing. An empty `ignore` ignores nothing, which hides no finding.
     if select is not None:
+        if not select:
+            raise ConfigError(
+                "--select names no rule code; give at least one (e.g. `--select GF001`; "
+                "`gradfix rules` lists them), or leave --select out to run every rule"
+            )
         selected = _codes(select, known, "--select")
     elif config.select is not None:
+        if not config.select:
+            raise ConfigError(
+                f"{file_where} `select` is empty, so no rule would run; list at least one "
+                "rule code, or remove the key to run every rule"
+            )
         selected = _codes(config.select, known, f"{file_where} `select`")
     else:
         selected = frozenset(known)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from codemods import cache, engine, pipeline
 from codemods.cache import CACHE_DIR, Entry, ResultCache
-from codemods.cli import app
+from codemods.commands import app
 from codemods.engine import FileTask, Mode
 from codemods.findings import Edit, Finding, Tier
 

@@ -15,7 +15,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from typer.testing import CliRunner
 
 from codemods import output
-from codemods.cli import app
+from codemods.commands import app
 from codemods.engine import ErrorKind, FileError, FileResult
 from codemods.findings import Edit, Finding, Tier
 

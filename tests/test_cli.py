@@ -15,7 +15,7 @@ import pytest
 from engine_fakes import install
 from typer.testing import CliRunner
 
-from codemods.cli import app
+from codemods.commands import app
 
 if TYPE_CHECKING:
     from typer.testing import Result
@@ -103,10 +103,38 @@ def test_unknown_rule_code_is_a_usage_error() -> None:
     assert "unknown rule code `GF042` in --select" in result.stderr
 
 
-def test_missing_path_is_a_usage_error() -> None:
-    result = gradfix("check", "nope.py")
+def test_missing_path_is_reported_and_the_other_paths_are_processed() -> None:
+    write("a.py", "x = BUG_SAFE\n")
+    write("pkg/b.py", "x = BUG_SAFE\n")
+    result = gradfix("fix", "nope.py", "a.py", "gone/", "pkg")
     assert result.exit_code == 2
-    assert "nope.py: no such file or directory" in result.stderr
+    assert result.stdout.splitlines()[:2] == [
+        "nope.py:1:1: read error: no such file or directory; check the path (the other paths "
+        "were processed)",
+        "gone:1:1: read error: no such file or directory; check the path (the other paths "
+        "were processed)",
+    ]
+    assert Path("a.py").read_text() == Path("pkg/b.py").read_text() == "x = OK_SAFE\n"
+    assert "2 files could not be processed" in result.stdout
+    alone = gradfix("check", "--format", "json", "nope.py")
+    assert alone.exit_code == 2 and "no Python files found" not in alone.stderr
+    assert [(r["path"], r["tier"]) for r in json.loads(alone.stdout)] == [("nope.py", "error")]
+
+
+@pytest.mark.parametrize("flag", ["", ",", " "])
+def test_select_naming_no_rule_is_a_usage_error(flag: str) -> None:
+    write("a.py", "x = BUG_SAFE\n")
+    result = gradfix("check", "--select", flag)
+    assert result.exit_code == 2
+    assert "--select names no rule code; give at least one" in result.stderr
+
+
+def test_empty_ignore_ignores_nothing_and_overrides_the_file() -> None:
+    write("pyproject.toml", "[tool.gradfix]\nignore = ['GF001']\n")
+    write("a.py", "x = BUG_SAFE\n")
+    assert gradfix("check").exit_code == 0
+    result = gradfix("check", "--ignore", "")
+    assert result.exit_code == 1 and "a.py:1:5: GF001" in result.stdout
 
 
 def test_no_files_warns() -> None:

@@ -123,3 +123,11 @@ def test_command_line_excludes_are_relative_to_cwd(tmp_path: Path) -> None:
 
 def test_split_codes() -> None:
     assert split_codes(["GF001,GF002", " GF003 ", ","]) == ("GF001", "GF002", "GF003")
+
+
+def test_an_empty_select_is_an_error(tmp_path: Path) -> None:
+    write_pyproject(tmp_path, "[tool.gradfix]\nselect = []\n")
+    with pytest.raises(ConfigError, match=r"`select` is empty, so no rule would run; list"):
+        resolve_settings(load_config(tmp_path), KNOWN)
+    with pytest.raises(ConfigError, match="--select names no rule code"):
+        resolve_settings(FileConfig(), KNOWN, select=[])

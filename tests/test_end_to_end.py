@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from typer.testing import CliRunner
 
-from codemods.cli import app
+from codemods.commands import app
 
 if TYPE_CHECKING:
     from typer.testing import Result

@@ -15,7 +15,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from typer.testing import CliRunner
 
 from codemods import pipeline
-from codemods.cli import app
+from codemods.commands import app
 from codemods.engine import ErrorKind, FileTask, Mode, process_file
 from codemods.findings import Finding
 from codemods.notebooks import NotebookWriteError, process_notebook, read

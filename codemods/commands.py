@@ -1,0 +1,367 @@
+"""The `gradfix` commands: check, fix, rules, explain (run by `codemods.cli.main`)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from codemods import __version__, engine, output, rules
+from codemods.cache import CACHE_DIR, ResultCache
+from codemods.config import ConfigError, Settings, load_config, resolve_settings, split_codes
+from codemods.engine import ErrorKind, FileError, FileResult, FileTask, Mode
+from codemods.walk import PathNotFoundError, python_files
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+app = typer.Typer(
+    name="gradfix",
+    help="Find and fix PyTorch autograd bugs by rewriting source code.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+
+
+PathsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="PATHS",
+        help="Files or directories to process (default: the current directory); "
+        "`-` reads standard input.",
+        show_default=False,
+    ),
+]
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--select",
+        metavar="CODES",
+        help="Rule codes to run, comma-separated (default: all).",
+        show_default=False,
+    ),
+]
+IgnoreOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ignore",
+        metavar="CODES",
+        help="Rule codes not to run, comma-separated.",
+        show_default=False,
+    ),
+]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="GLOB",
+        help="Gitignore-style pattern of files or directories to skip (repeatable); "
+        "replaces the `exclude` setting.",
+        show_default=False,
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        metavar="N",
+        help="Worker processes (default: the CPU count).",
+        show_default=False,
+    ),
+]
+StdinFilenameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--stdin-filename",
+        metavar="PATH",
+        help="The path to use for standard input in messages and per-file-ignores.",
+        show_default=False,
+    ),
+]
+UnsafeOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--unsafe-fixes/--no-unsafe-fixes",
+        help="Include fixes that may change behaviour (review them).",
+        show_default=False,
+    ),
+]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help=f"Neither read nor write the result cache ({CACHE_DIR}/ in the project root).",
+    ),
+]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"gradfix: error: {message}", err=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    settings: Settings
+    tasks: list[FileTask]
+    stdin_path: Path | None  # set when reading standard input
+    stdin_source: bytes = b""
+    # Paths given on the command line that cannot be reached: one error each, reported with
+    # the results; every other path is still processed.
+    unreachable: tuple[FileResult, ...] = ()
+
+
+def _settings(
+    start: Path,
+    select: Sequence[str] | None,
+    ignore: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    unsafe_fixes: bool | None,
+) -> Settings:
+    try:
+        return resolve_settings(
+            load_config(start),
+            rules.RULES,
+            select=split_codes(select) if select else None,
+            ignore=split_codes(ignore) if ignore else None,
+            exclude=exclude or None,
+            unsafe_fixes=unsafe_fixes,
+        )
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _inputs(
+    paths: Sequence[str] | None,
+    stdin_filename: str | None,
+    select: Sequence[str] | None,
+    ignore: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    unsafe_fixes: bool | None,
+) -> Inputs:
+    paths = list(paths or [])
+    if paths == ["-"] or (not paths and stdin_filename is not None):
+        stdin_path = Path(stdin_filename or "-")
+        start = stdin_path.parent if stdin_filename else Path.cwd()
+        settings = _settings(start, select, ignore, exclude, unsafe_fixes)
+        return Inputs(settings, [], stdin_path, sys.stdin.buffer.read())
+    if "-" in paths:
+        _fail("`-` (standard input) cannot be combined with other paths")
+
+    paths = paths or ["."]
+    settings = _settings(Path(paths[0]), select, ignore, exclude, unsafe_fixes)
+    checked = [(Path(p), _unreachable(p)) for p in paths]
+    unreachable = tuple(error for _, error in checked if error is not None)
+    reachable = [path for path, error in checked if error is None]
+    try:
+        files = python_files(reachable, settings.excludes)
+    except PathNotFoundError as exc:  # it vanished since: the run is not what was asked for
+        _fail(str(exc))
+    if not files and not unreachable:
+        typer.echo(f"gradfix: warning: no Python files found under {', '.join(paths)}", err=True)
+    tasks = [FileTask(path, settings.rules_for(path)) for path in files]
+    return Inputs(settings, tasks, None, unreachable=unreachable)
+
+
+def _unreachable(path: str) -> FileResult | None:
+    """The error for a path on the command line that does not exist (or cannot be looked at);
+    None for one that can be walked."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        reason = "no such file or directory" if exc.errno == errno.ENOENT else exc.strerror
+        message = f"{reason}; check the path (the other paths were processed)"
+        return FileResult(Path(path), error=FileError(ErrorKind.READ, message))
+    return None
+
+
+def _with_cache(inputs: Inputs, no_cache: bool) -> Inputs:
+    """The inputs with the project's result cache attached to every file, unless --no-cache."""
+    if no_cache or not inputs.tasks:
+        return inputs
+    cache = ResultCache.at(inputs.settings.root)
+    return replace(inputs, tasks=[replace(task, cache=cache) for task in inputs.tasks])
+
+
+def _results(inputs: Inputs, mode: Mode, jobs: int | None) -> list[FileResult]:
+    settings = inputs.settings
+    if inputs.stdin_path is not None:
+        path = inputs.stdin_path
+        select = settings.rules_for(path)
+        source = inputs.stdin_source
+        return [engine.process_bytes(path, source, select, mode, settings.unsafe_fixes)]
+    results = list(inputs.unreachable)
+    with output.progress(len(inputs.tasks)) as advance:
+        for result in engine.run_cached(inputs.tasks, mode, settings.unsafe_fixes, jobs):
+            results.append(result)
+            advance()
+    return results
+
+
+def _echo_lines(lines: Iterable[str], err: bool = False) -> None:
+    for line in lines:
+        typer.echo(line, err=err)
+
+
+def _write_stdout_bytes(data: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+@app.command()
+def check(
+    paths: PathsArg = None,
+    output_format: Annotated[
+        Format,
+        typer.Option(
+            "--format", metavar="text|json|github|sarif", help="How to print the findings."
+        ),
+    ] = Format.text,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    exclude: ExcludeOpt = None,
+    unsafe_fixes: UnsafeOpt = None,
+    jobs: JobsOpt = None,
+    stdin_filename: StdinFilenameOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Report autograd bugs without changing any file.
+
+    Exit status: 0 nothing found, 1 findings, 2 a usage or configuration error or a file
+    that could not be processed (all other files are still checked)."""
+    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes)
+    inputs = _with_cache(inputs, no_cache)
+    unsafe = inputs.settings.unsafe_fixes
+    results = _results(inputs, Mode.CHECK, jobs)
+    if output_format is Format.text:
+        _echo_lines(output.text_lines(results, unsafe))
+    elif output_format is Format.json:
+        typer.echo(output.render_json(results), nl=False)
+    elif output_format is Format.github:
+        _echo_lines(output.github_lines(results))
+    else:
+        typer.echo(output.render_sarif(results, rules.RULES, __version__), nl=False)
+    summary = output.Summary.of(results, unsafe)
+    console = Console(stderr=output_format is not Format.text)
+    output.print_summary(console, output.summary_lines(summary, fixing=False, diff=False))
+    if summary.errors:
+        raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(EXIT_FINDINGS if summary.findings_left else EXIT_OK)
+
+
+@app.command()
+def fix(
+    paths: PathsArg = None,
+    diff: Annotated[
+        bool,
+        typer.Option("--diff", help="Print a unified diff of the fixes instead of writing them."),
+    ] = False,
+    unsafe_fixes: UnsafeOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    exclude: ExcludeOpt = None,
+    jobs: JobsOpt = None,
+    stdin_filename: StdinFilenameOpt = None,
+    exit_non_zero_on_fix: Annotated[
+        bool,
+        typer.Option("--exit-non-zero-on-fix", help="Exit with 1 when anything was fixed."),
+    ] = False,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Apply the fixes in place (safe ones; unsafe ones too with --unsafe-fixes).
+
+    Exit status: 0 nothing left to report, 1 findings left (or, with --diff, changes to make;
+    with --exit-non-zero-on-fix, anything fixed), 2 an error (other files are still fixed).
+    With `-`, the fixed source goes to standard output."""
+    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes)
+    inputs = _with_cache(inputs, no_cache)
+    unsafe = inputs.settings.unsafe_fixes
+    results = _results(inputs, Mode.DIFF if diff else Mode.FIX, jobs)
+    summary = output.Summary.of(results, unsafe)
+    # stdout carries the diff or the fixed source when there is one; the rest goes to stderr.
+    to_stderr = diff or inputs.stdin_path is not None
+    if diff:
+        for result in results:
+            if result.changed:
+                typer.echo(output.render_diff(result), nl=False)
+        _echo_lines(output.text_lines([r for r in results if r.error], unsafe), err=True)
+    else:
+        _echo_lines(output.text_lines(results, unsafe), err=to_stderr)
+        if inputs.stdin_path is not None:
+            (result,) = results
+            new_source = result.new_source
+            _write_stdout_bytes(inputs.stdin_source if new_source is None else new_source)
+    output.print_summary(
+        Console(stderr=to_stderr), output.summary_lines(summary, fixing=True, diff=diff)
+    )
+    if summary.errors:
+        raise typer.Exit(EXIT_ERROR)
+    if diff:
+        raise typer.Exit(EXIT_FINDINGS if summary.changed else EXIT_OK)
+    changed = exit_non_zero_on_fix and summary.changed
+    raise typer.Exit(EXIT_FINDINGS if summary.findings_left or changed else EXIT_OK)
+
+
+@app.command("rules")
+def list_rules() -> None:
+    """List the rules: code, name and what each detects."""
+    table = Table("Code", "Name", "Summary")
+    for code in sorted(rules.RULES):
+        rule = rules.RULES[code]
+        table.add_row(rule.code, rule.name, rule.summary)
+    Console().print(table)
+
+
+@app.command()
+def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. GF001.")]) -> None:
+    """Explain a rule: what it detects, why it matters, and an example fix."""
+    rule = rules.RULES.get(code.strip().upper())
+    if rule is None:
+        _fail(
+            f"unknown rule code `{code}`; known codes: {', '.join(sorted(rules.RULES))} "
+            "(run `gradfix rules` to list them)"
+        )
+    typer.echo(f"{rule.code} ({rule.name}): {rule.summary}\n")
+    typer.echo(rule.explanation.strip() + "\n")
+    typer.echo("Before:\n")
+    typer.echo(rule.example_before.rstrip() + "\n")
+    typer.echo("After:\n")
+    typer.echo(rule.example_after.rstrip())
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"gradfix {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Find and fix PyTorch autograd bugs by rewriting source code."""

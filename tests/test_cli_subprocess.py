@@ -1,0 +1,34 @@
+"""The `gradfix` command as a real process: what only a process shows (signals, exit status)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Python's own start-up is over, `codemods.cli` is imported; Ctrl-C arrives while the first
+# import of `module` runs inside `main` (as the console script runs it).
+INTERRUPTED_WHILE_IMPORTING = """
+import os, signal, sys
+from codemods.cli import main
+
+def hook(event, args):
+    if event == "import" and args[0] == {module!r}:
+        os.kill(os.getpid(), signal.SIGINT)
+
+sys.addaudithook(hook)
+sys.argv = ["gradfix", "check", "--no-cache", "--jobs", "1", "."]
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["typer", "libcst", "codemods.output"])
+def test_ctrl_c_while_starting_up_exits_130_quietly(tmp_path: Path, module: str) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    script = INTERRUPTED_WHILE_IMPORTING.format(module=module)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (result.returncode, result.stderr) == (130, "")
