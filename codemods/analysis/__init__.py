@@ -18,6 +18,7 @@ from codemods.analysis import torch_api
 from codemods.analysis.imports import import_aliases, qualify
 from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
+from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
 
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
@@ -228,6 +229,15 @@ class FileAnalysis:
         if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
             return parent.target is not child
         return True
+
+    @cached_property
+    def training(self) -> TrainingSteps:
+        """Which loops and functions reach a backward or optimizer step."""
+        return TrainingSteps(self)
+
+    def loop_reaches_step(self, loop: Loop) -> bool:
+        """Whether a backward or optimizer step runs between two iterations of `loop`."""
+        return self.training.loop_reaches_step(loop, self.scope_of(loop))
 
     @cached_property
     def backward_calls(self) -> list[cst.Call]:

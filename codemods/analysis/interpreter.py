@@ -398,8 +398,10 @@ class Interpreter:
         inputs = _joined_grad(args[:2])
         if not grad or inputs is Grad.FREE:
             return replace(FREE_TENSOR, scalar=scalar)
+        # A loss is attached only when its inputs are: over values the file does not trace
+        # (a test's fixed tensors, a parameter) it is attached by convention only.
         return Value(
-            Grad.ATTACHED,
+            Grad.ATTACHED if inputs is Grad.ATTACHED else Grad.LIKELY,
             Kind.TENSOR,
             scalar=scalar,
             evidence="it is the result of a loss function",

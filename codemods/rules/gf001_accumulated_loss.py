@@ -26,8 +26,10 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind, Value
 from codemods.analysis.flows import Use, follow_self_attribute, follow_target
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.training import in_forward, iterates_batches
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
+from codemods.rules.edits import method_call
 
 _ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|=[^=\n]*\+")
 
@@ -172,6 +174,8 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     uses = _uses(analysis, accumulation)
     if Use.DIFFERENTIATED in uses:
         return None  # gradient accumulation on purpose
+    if _sums_a_training_loss(analysis, accumulation, uses):
+        return None
     unsafe_because = _unsafe_reasons(operand, uses)
     to_number = (
         _holds_numbers(initial)
@@ -198,10 +202,27 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     if unsafe_because:
         message += f" Unsafe: {unsafe_because}."
     replacements: dict[cst.CSTNode, cst.CSTNode] = {
-        atom: cst.Call(func=cst.Attribute(value=atom, attr=cst.Name(method))) for atom in atoms
+        atom: method_call(atom, method) for atom in atoms
     }
     tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
     return RuleFinding(statement, message, tier, replacements)
+
+
+def _sums_a_training_loss(
+    analysis: FileAnalysis, accumulation: _Accumulation, uses: set[Use]
+) -> bool:
+    """A total of loss terms that is itself a loss: summed in a forward (a model's or a
+    criterion's), or summed by a loop with no training step in it and handed on to code that
+    may train on it (returned, passed on)."""
+    statement = accumulation.statement
+    local = not (target_key(_container(accumulation.accumulator)) or "").startswith("self.")
+    if local and in_forward(analysis, statement):
+        return True
+    loops = analysis.enclosing_loops(statement)
+    handed_on = bool(uses & {Use.RETURNED_UNSEEN, Use.UNKNOWN_CONSUMER})
+    return handed_on and not any(
+        analysis.loop_reaches_step(loop) or iterates_batches(analysis, loop) for loop in loops
+    )
 
 
 def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value | None:

@@ -32,11 +32,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods.analysis import FileAnalysis, Grad, Kind, Value
+from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.flows import Use, follow_expression, follow_target
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.training import in_forward, iterates_batches
+from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
+from codemods.rules.edits import method_call
 
 _STORE_TEXT = re.compile(r"\bfor\b|\bwhile\b|self\.\w+\s*=")
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
@@ -91,7 +94,7 @@ class CarriedTensor(Rule):
             verdicts = [v for v in (_judge_carry(analysis, c) for c in carries) if v is not None]
             if verdicts:
                 reported.add(store)
-                yield _carry_finding(store, verdicts)
+                yield _carry_finding(analysis, store, verdicts)
         for store in _kept_stores(analysis):
             finding = _judge_kept(analysis, store)
             if finding is not None and finding.node not in reported:
@@ -234,9 +237,9 @@ def _carries_on(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
     if (
         isinstance(parent, cst.Attribute)
         and parent.value is read
-        and parent.attr.value in ("detach", "detach_")
+        and parent.attr.value in ("detach", "detach_", "data")
     ):
-        return False
+        return False  # `h.data`, `Variable(h.data)` (pre-0.4 code) detach too
     if isinstance(parent, cst.Arg):
         call = analysis.parent(parent)
         helper = _detach_helper(analysis)
@@ -288,6 +291,10 @@ class _CarryVerdict:
 
 
 def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
+    if not _crosses_training_step(analysis, carry):
+        return None  # one forward computation: the carried graph is the computation
+    if _requires_grad_set(analysis, carry.key, carry.store):
+        return None  # a tensor made to require grad on purpose (attribution, optimisation)
     stored = _stored_value(analysis, carry)
     if stored.grad is not Grad.ATTACHED and stored.element is not Grad.ATTACHED:
         return None
@@ -310,11 +317,46 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     edit = _carry_edit(analysis, carry)
     if edit is None:
         return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
-    tier = Tier.SAFE if _repeats_with_backward(analysis, carry) else Tier.UNSAFE
-    return _CarryVerdict(carry.key, why, reused_by_backward, tier, *edit)
+    return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
 
 
-def _carry_finding(store: cst.CSTNode, verdicts: list[_CarryVerdict]) -> RuleFinding:
+def _crosses_training_step(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether the iterations the value is carried across are separated by a backward or an
+    optimizer step: a training loop (the step reachable from its body, directly or through
+    the file's own functions), or a `self` attribute carried between calls of a method that
+    the file runs once per training step."""
+    if carry.loop is None:
+        return _repeats_with_backward(analysis, carry)
+    return not in_forward(analysis, carry.store) and analysis.loop_reaches_step(carry.loop)
+
+
+def _requires_grad_set(analysis: FileAnalysis, key: str, node: cst.CSTNode) -> bool:
+    """Whether the code sets `requires_grad` on `key` (`x.requires_grad_()`,
+    `x.requires_grad = True`): it wants gradients with respect to that tensor itself."""
+    scope = analysis.scope_of(node)
+    if key.startswith("self."):
+        info = analysis.class_of(scope)
+        occurrences: list[cst.CSTNode] = (
+            list(analysis.self_attribute_occurrences(info.name, key[5:])) if info else []
+        )
+    else:
+        occurrences = list(analysis.occurrences(key, scope))
+    for occurrence in occurrences:
+        parent = analysis.parent(occurrence)
+        if (
+            isinstance(parent, cst.Attribute)
+            and parent.value is occurrence
+            and parent.attr.value in ("requires_grad", "requires_grad_")
+        ):
+            grandparent = analysis.parent(parent)
+            if isinstance(grandparent, cst.Call) or not analysis.is_load(parent):
+                return True
+    return False
+
+
+def _carry_finding(
+    analysis: FileAnalysis, store: cst.CSTNode, verdicts: list[_CarryVerdict]
+) -> RuleFinding:
     names = " and ".join(f"`{v.key}`" for v in verdicts)
     carries = (
         "carries a graph-attached value" if len(verdicts) == 1 else "carry graph-attached values"
@@ -328,7 +370,11 @@ def _carry_finding(store: cst.CSTNode, verdicts: list[_CarryVerdict]) -> RuleFin
     else:
         symptom = "each new value references the previous one's graph, so memory grows"
     message = f"{names} {carries} ({verdicts[0].why}) from one iteration into the next: {symptom}."
-    if any(v.tier is Tier.REPORT for v in verdicts):
+    replacements = {k: v for verdict in verdicts for k, v in verdict.replacements.items()}
+    edited = {analysis.statement_of(node) for node in replacements}
+    if any(v.tier is Tier.REPORT for v in verdicts) or len(edited) > 1:
+        # The finding is where its fix is: a fix spread over several statements is left to
+        # a person.
         first = verdicts[0].key
         message += (
             f" Detach it at the top of each iteration (`{first} = {first}.detach()`, "
@@ -337,14 +383,8 @@ def _carry_finding(store: cst.CSTNode, verdicts: list[_CarryVerdict]) -> RuleFin
         return RuleFinding(store, message, Tier.REPORT)
     shown = ", ".join(f"`{v.shown}`" for v in verdicts)
     message += f" Detach where it is carried: {shown}."
-    replacements = {k: v for verdict in verdicts for k, v in verdict.replacements.items()}
-    if any(v.tier is Tier.UNSAFE for v in verdicts):
-        message += (
-            " Unsafe: gradfix cannot see a loop that calls this with a backward between "
-            "calls; check no caller backpropagates across calls on purpose."
-        )
-        return RuleFinding(store, message, Tier.UNSAFE, replacements)
-    return RuleFinding(store, message, Tier.SAFE, replacements)
+    (statement,) = edited
+    return RuleFinding(statement or store, message, Tier.SAFE, replacements)
 
 
 def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
@@ -395,9 +435,7 @@ def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> b
 
 
 def _repeats_with_backward(analysis: FileAnalysis, carry: _Carry) -> bool:
-    """Whether the code shows the carrying code running again after a backward."""
-    if carry.loop is not None:
-        return True
+    """Whether the code shows the carrying method running again after a backward."""
     scope = analysis.scope_of(carry.store)
     if any(analysis.scope_of(call) is scope for call in analysis.backward_calls):
         return True  # a training step method: each call ends in a backward
@@ -438,17 +476,121 @@ def _carry_edit(
     state = _state_shape(analysis, carry)
     if state is None:
         return None
+    if any(_is_autograd_input(analysis, read) for read in reads):
+        return None  # detaching what backward() differentiates would make it fail
+    entry = _entry_value(analysis, carry)
+    initialised = _initialised_before(analysis, carry)
+    may_be_none = _may_be_none(analysis, carry) and not initialised
+    if entry.kind is not state and not may_be_none and not initialised:
+        return None  # the first iteration reads a value of another shape, or an unknown one
     helper = _detach_helper(analysis)
     replacements: dict[cst.CSTNode, cst.CSTNode] = {}
     for read in reads:
         if helper is not None:
-            replacements[read] = cst.Call(func=cst.Name(helper), args=[cst.Arg(read)])
+            detached: cst.BaseExpression = cst.Call(func=cst.Name(helper), args=[cst.Arg(read)])
         elif state is Kind.TENSOR:
-            replacements[read] = _detached(read)
+            detached = _detached(read)
         else:
-            replacements[read] = _detached_tuple(read)
+            detached = _detached_tuple(read)
+        # The first iteration reads the initial `None`: detach only what a step made.
+        replacements[read] = _unless_none(read, detached) if may_be_none else detached
     first = replacements[reads[0]]
     return replacements, analysis.code_of(first)
+
+
+def _entry_value(analysis: FileAnalysis, carry: _Carry) -> Value:
+    """What the first iteration (or call) reads: the value flowing into the loop."""
+    if carry.loop is None:
+        return analysis.class_attribute_inits(*_class_and_attribute(analysis, carry)) or UNKNOWN
+    return analysis.loop_entry(carry.loop).get(carry.key, UNKNOWN)
+
+
+def _class_and_attribute(analysis: FileAnalysis, carry: _Carry) -> tuple[str, str]:
+    info = analysis.class_of(analysis.scope_of(carry.store))
+    return (info.name if info else ""), carry.key[5:]
+
+
+def _may_be_none(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether the carried name (or attribute) is ever bound to `None`, or is a parameter
+    defaulting to `None` (`h = None` ... `out, h = rnn(x, h)`)."""
+    scope = analysis.scope_of(carry.store)
+    if carry.key.startswith("self."):
+        class_name, attribute = _class_and_attribute(analysis, carry)
+        occurrences: list[cst.CSTNode] = (
+            list(analysis.self_attribute_occurrences(class_name, attribute)) if class_name else []
+        )
+    else:
+        occurrences = list(analysis.occurrences(carry.key, scope))
+    for occurrence in occurrences:
+        parent = analysis.parent(occurrence)
+        if (
+            isinstance(parent, cst.Param)
+            and isinstance(parent.default, cst.Name)
+            and parent.default.value == "None"
+        ):
+            return True
+        if isinstance(parent, cst.AssignTarget):
+            assign = analysis.parent(parent)
+            if (
+                isinstance(assign, cst.Assign)
+                and isinstance(assign.value, cst.Name)
+                and assign.value.value == "None"
+            ):
+                return True
+    return False
+
+
+def _initialised_before(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """`if self.h is None: self.h = torch.zeros(...)` before every carried read: the read
+    never sees `None`."""
+    boundary = carry.loop.body if carry.loop is not None else analysis.scope_of(carry.store)
+    first_read = min(analysis.index.start[r] for r in carry.carry_reads)
+    for node in analysis.descendants(boundary):
+        if analysis.index.start[node] >= first_read:
+            break
+        if (
+            isinstance(node, cst.If)
+            and isinstance(node.test, cst.Comparison)
+            and target_key(node.test.left) == carry.key
+            and len(node.test.comparisons) == 1
+            and isinstance(node.test.comparisons[0].operator, cst.Is)
+            and isinstance(node.test.comparisons[0].comparator, cst.Name)
+            and node.test.comparisons[0].comparator.value == "None"
+            and node.orelse is None
+            and any(
+                isinstance(s, cst.Assign)
+                and any(target_key(t.target) == carry.key for t in s.targets)
+                for s in analysis.descendants(node.body)
+            )
+        ):
+            return True
+    return False
+
+
+def _unless_none(read: cst.BaseExpression, detached: cst.BaseExpression) -> cst.IfExp:
+    """`None if h is None else h.detach()`, parenthesised so it reads as one argument."""
+    return cst.IfExp(
+        body=cst.Name("None"),
+        test=cst.Comparison(
+            left=read, comparisons=[cst.ComparisonTarget(cst.Is(), cst.Name("None"))]
+        ),
+        orelse=detached,
+        lpar=[cst.LeftParen()],
+        rpar=[cst.RightParen()],
+    )
+
+
+def _is_autograd_input(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
+    """`h.backward()`, `torch.autograd.grad(h, ...)`: the read is what gets differentiated."""
+    parent = analysis.parent(read)
+    if isinstance(parent, cst.Attribute) and parent.value is read:
+        return parent.attr.value == "backward"
+    if isinstance(parent, cst.Arg):
+        call = analysis.parent(parent)
+        return isinstance(call, cst.Call) and (
+            analysis.qualified_name(call.func) in torch_api.AUTOGRAD_FUNCTIONS
+        )
+    return False
 
 
 def _is_update_of_itself(carry: _Carry) -> bool:
@@ -586,6 +728,11 @@ def _constant_index(target: cst.Subscript) -> bool:
 
 
 def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None:
+    if in_forward(analysis, store.statement):
+        return None  # features gathered by a forward are returned to the loss
+    training = analysis.loop_reaches_step(store.loop)
+    if not training and not _evaluation_loop(analysis, store.loop):
+        return None  # a loop inside one computation (layers, levels, decoding steps)
     value = analysis.value_of(store.operand)
     if value.grad is not Grad.ATTACHED or value.loss or value.scalar or value.leaf:
         return None  # unproven, a loss/scalar (GF001's), or a parameter (no history)
@@ -636,6 +783,20 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
     if not isinstance(store.operand, _ATOMS):
         return RuleFinding(store.statement, message, Tier.REPORT)
     return RuleFinding(store.statement, message, tier, {store.operand: _detached(store.operand)})
+
+
+def _evaluation_loop(analysis: FileAnalysis, loop: Loop) -> bool:
+    """A loop over batches with no step of its own: `for ... in <a data loader, tqdm(...)>`,
+    or any `for` loop in training code (a function or script that also trains), such as a
+    validation pass between epochs."""
+    if not isinstance(loop, cst.For):
+        return False
+    if iterates_batches(analysis, loop):
+        return True
+    scope = analysis.scope_of(loop)
+    if isinstance(scope, cst.FunctionDef):
+        return analysis.training.function_reaches_step(scope)
+    return any(analysis.scope_of(call) is scope for call in analysis.backward_calls)
 
 
 def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
@@ -691,7 +852,7 @@ def _read_back_in_same_iteration(analysis: FileAnalysis, store: _KeptStore) -> b
 
 # -- shared helpers --------------------------------------------------------------------------
 def _detached(expression: cst.BaseExpression) -> cst.Call:
-    return cst.Call(func=cst.Attribute(value=expression, attr=cst.Name("detach")))
+    return method_call(expression, "detach")
 
 
 def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:

@@ -35,12 +35,14 @@ from enum import Enum
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
+from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
 from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
+from codemods.rules.edits import method_call
 
 _WRITE_TEXT = re.compile(r"\w_\(|[-+*/@]=|\]\s*=[^=]|inplace\s*=\s*True|\bout\s*=|ReLU\(True")
 _TORCH_TEXT = re.compile(r"\btorch\b|\bnn\.")
@@ -368,7 +370,15 @@ class _Checker:
             return None
         if base.site is None or not self._saved_until(base.site, write, alias):
             return None
+        if not self._reaches_a_graph(base.site):
+            return None
         return _Saver(base, None)
+
+    def _reaches_a_graph(self, op_node: cst.CSTNode) -> bool:
+        """Whether the op's result can be differentiated: `x.norm().item() > 1` ends in a
+        number, so no backward ever needs what the norm saved."""
+        uses = follow_expression(self.analysis, op_node).uses  # type: ignore[arg-type]
+        return not uses <= {Use.NEEDS_TENSOR}
 
     def _input_savers(self, write: _Write, alias: _Alias) -> list[_Saver]:
         savers = []
@@ -377,6 +387,8 @@ class _Checker:
                 continue
             origin = self.provenance.of(node)
             if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
+                continue
+            if not self._reaches_a_graph(node):
                 continue
             op = saved_ops.op_saving(origin.key) if origin.key is not None else None
             inputs = self._tensor_inputs(origin)
@@ -492,7 +504,31 @@ class _Checker:
             isinstance(iterable, cst.Call)
             and isinstance(iterable.func, cst.Attribute)
             and iterable.func.attr.value == "parameters"
+            and not self._frozen_module(iterable.func.value)
         )
+
+    def _frozen_module(self, module: cst.BaseExpression) -> bool:
+        """Whether the file stops `module`'s parameters requiring grad: `for p in
+        m.parameters(): p.detach_()` / `p.requires_grad = False` / `p.requires_grad_(False)`,
+        or `m.requires_grad_(False)` (an EMA copy, a frozen teacher)."""
+        key = self.analysis.code_of(module)
+        for call in self.analysis.index.calls_by_name.get("requires_grad_", []):
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if receiver is not None and self.analysis.code_of(receiver) == key:
+                return True
+        for node in self.analysis.index.parents:
+            if not (
+                isinstance(node, cst.For)
+                and isinstance(node.iter, cst.Call)
+                and isinstance(node.iter.func, cst.Attribute)
+                and node.iter.func.attr.value == "parameters"
+                and self.analysis.code_of(node.iter.func.value) == key
+            ):
+                continue
+            body = self.analysis.code_of(node.body)
+            if re.search(r"detach_\(|requires_grad\s*=\s*False|requires_grad_\(False\)", body):
+                return True
+        return False
 
     def _what_was_saved(self, output_saver: _Saver | None, input_savers: list[_Saver]) -> str:
         if output_saver is not None:
@@ -790,7 +826,7 @@ def _requires(grad: Grad) -> bool | None:
 def _cloned(expression: cst.BaseExpression) -> cst.Call:
     if not isinstance(expression, _ATOMS):
         expression = _parenthesized(expression)
-    return cst.Call(func=cst.Attribute(value=expression, attr=cst.Name("clone")))
+    return method_call(expression, "clone")
 
 
 def _assignment_of(statement: cst.AugAssign) -> cst.Assign:
