@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codemods.analysis import torch_api
+from codemods.analysis.bindings import ScopeBindings, scope_bindings
 from codemods.analysis.imports import import_aliases, qualify
 from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
@@ -40,6 +41,7 @@ class FileAnalysis:
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
         self._class_env: dict[str, Env] = {}
+        self._bindings: dict[ScopeNode, ScopeBindings] = {}
         self._backward_by_root = self._index_backward_calls()
         self._interpret_all()
 
@@ -214,7 +216,7 @@ class FileAnalysis:
         for decorator in function.decorators:
             expression = decorator.decorator
             callee = expression.func if isinstance(expression, cst.Call) else expression
-            if self.qualified_name(callee) in torch_api.GRAD_DISABLING:
+            if torch_api.disables_grad(self.qualified_name(callee)):
                 return True
         return False
 
@@ -229,6 +231,12 @@ class FileAnalysis:
         if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
             return parent.target is not child
         return True
+
+    def bindings(self, scope: ScopeNode) -> ScopeBindings:
+        """Reaching bindings of `scope`'s names, computed once per scope."""
+        if scope not in self._bindings:
+            self._bindings[scope] = scope_bindings(scope)
+        return self._bindings[scope]
 
     @cached_property
     def training(self) -> TrainingSteps:
@@ -313,11 +321,22 @@ class FileAnalysis:
                 self._interpret_scope(init, self._parameter_env(init), True)
         self._interpret_scope(self.module, {}, True)
         for function in self._callers_first():
+            grad = not self.grad_disabled_by_decorator(function)
             self._interpret_scope(
                 function,
                 self._parameter_env(function),
-                not self.grad_disabled_by_decorator(function),
+                grad and not self._called_only_without_grad(function),
             )
+
+    def _called_only_without_grad(self, function: cst.FunctionDef) -> bool:
+        """Whether every call of `function` in the file runs under `no_grad` (a helper of an
+        `@torch.no_grad()` update method). Callers come first, so their modes are known."""
+        calls = self.index.calls_by_name.get(function.name.value, [])
+        statements = [self.statement_of(call) for call in calls]
+        return bool(statements) and all(
+            statement is not None and not self._grad_enabled.get(statement, True)
+            for statement in statements
+        )
 
     def _interpret_scope(self, scope: ScopeNode, env: Env, grad: bool) -> None:
         interpreter = self._interpreter(scope, grad)

@@ -162,7 +162,7 @@ class Interpreter:
         """Grad mode inside `with <context>:`."""
         callee = context.func if isinstance(context, cst.Call) else context
         name = self.qualify(callee)
-        if name in torch_api.GRAD_DISABLING:
+        if torch_api.disables_grad(name):
             return False
         if name in torch_api.GRAD_ENABLING:
             return True
@@ -189,7 +189,7 @@ class Interpreter:
             [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         )
         for target in targets:
-            if isinstance(target, cst.Name) and not value.grad.attached:
+            if isinstance(target, cst.Name) and value.grad is not Grad.ATTACHED:
                 evidence = self.backward_evidence(target.value, node)
                 if evidence:
                     value = replace(
@@ -400,8 +400,16 @@ class Interpreter:
             return replace(FREE_TENSOR, scalar=scalar)
         # A loss is attached only when its inputs are: over values the file does not trace
         # (a test's fixed tensors, a parameter) it is attached by convention only.
+        if inputs is not Grad.ATTACHED:
+            return Value(
+                Grad.LIKELY,
+                Kind.TENSOR,
+                scalar=scalar,
+                evidence="it is a loss over inputs gradfix cannot trace",
+                loss=True,
+            )
         return Value(
-            Grad.ATTACHED if inputs is Grad.ATTACHED else Grad.LIKELY,
+            Grad.ATTACHED,
             Kind.TENSOR,
             scalar=scalar,
             evidence="it is the result of a loss function",

@@ -11,6 +11,16 @@ import re
 
 # Contexts and decorators that turn graph recording off, and the one that turns it back on.
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+# Wrappers of those that projects define for themselves (`smart_inference_mode()`,
+# `@torch_no_grad`): by name only, which can only make gradfix report less.
+GRAD_DISABLING_NAME = re.compile(r"(?:^|[._])(?:no_grad|inference_mode)$")
+
+
+def disables_grad(qualified: str | None) -> bool:
+    """Whether a context manager or decorator of this name turns grad mode off."""
+    return qualified is not None and (
+        qualified in GRAD_DISABLING or bool(GRAD_DISABLING_NAME.search(qualified))
+    )
 GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 

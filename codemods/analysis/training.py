@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 # `scheduler.step()`, `env.step(action)`).
 _STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 _SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
+# Methods that only infer (`generate`, `sample`, `predict_step`): nothing backpropagates through
+# what they return.
+_INFERENCE_NAME = re.compile(r"^_*(?:generate|sample|predict|infer|inference)", re.IGNORECASE)
 # Methods that run the forward computation of a module: loops in them carry graphs on purpose.
 FORWARD_METHODS = frozenset({"forward", "__call__"})
 
@@ -45,12 +48,12 @@ def is_optimizer_step(call: cst.Call) -> bool:
 
 
 def is_training_step(call: cst.Call) -> bool:
-    """A call that consumes graphs: a backward, `autograd.grad`, an optimizer step, or a
-    `zero_grad()` (which only training code calls)."""
+    """A call that consumes graphs: a backward, `autograd.grad`, or an optimizer step. (A
+    `zero_grad()` alone is not one: it frees nothing and changes no saved weight.)"""
     func = call.func
     if isinstance(func, cst.Attribute):
         method = func.attr.value
-        if method in ("backward", "zero_grad"):
+        if method == "backward":
             return True
         if method == "grad" and (dotted_name(func.value) or "").endswith("autograd"):
             return True
@@ -137,3 +140,14 @@ def in_forward(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
 def iterates_batches(analysis: FileAnalysis, loop: Loop) -> bool:
     """`for ... in <a data loader, batches, tqdm(...)>`: an epoch over a data set."""
     return isinstance(loop, cst.For) and bool(_BATCHES_TEXT.search(analysis.code_of(loop.iter)))
+
+
+def in_inference_method(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
+    """Whether `node` runs in a function named for inference (`generate`, `sample`,
+    `predict`) that reaches no training step."""
+    scope = analysis.scope_of(node)
+    return (
+        isinstance(scope, cst.FunctionDef)
+        and bool(_INFERENCE_NAME.match(scope.name.value))
+        and not analysis.training.function_reaches_step(scope)
+    )

@@ -174,7 +174,7 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     uses = _uses(analysis, accumulation)
     if Use.DIFFERENTIATED in uses:
         return None  # gradient accumulation on purpose
-    if _sums_a_training_loss(analysis, accumulation, uses):
+    if _sums_a_training_loss(analysis, accumulation, operand, uses):
         return None
     unsafe_because = _unsafe_reasons(operand, uses)
     to_number = (
@@ -189,9 +189,10 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     across = "loop iterations" if analysis.enclosing_loops(statement) else "calls"
     operand_code = analysis.code_of(accumulation.operand)
     why = operand.evidence or "it is computed from graph-attached values"
+    attached = "is graph-attached" if operand.grad is Grad.ATTACHED else "may be graph-attached"
     message = (
         f"`{accumulator}` accumulates `{operand_code}` across {across}, and "
-        f"`{operand_code}` is graph-attached ({why}): every iteration's autograd graph stays "
+        f"`{operand_code}` {attached} ({why}): every iteration's autograd graph stays "
         f"alive. Accumulate `{analysis.code_of(atoms[0]) if atoms else operand_code}.{method}()`"
         " instead."
     )
@@ -209,7 +210,7 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
 
 
 def _sums_a_training_loss(
-    analysis: FileAnalysis, accumulation: _Accumulation, uses: set[Use]
+    analysis: FileAnalysis, accumulation: _Accumulation, operand: Value, uses: set[Use]
 ) -> bool:
     """A total of loss terms that is itself a loss: summed in a forward (a model's or a
     criterion's), or summed by a loop with no training step in it and handed on to code that
@@ -219,10 +220,12 @@ def _sums_a_training_loss(
     if local and in_forward(analysis, statement):
         return True
     loops = analysis.enclosing_loops(statement)
+    if any(analysis.loop_reaches_step(loop) or iterates_batches(analysis, loop) for loop in loops):
+        return False  # an epoch: each step's graph should be gone by the next
     handed_on = bool(uses & {Use.RETURNED_UNSEEN, Use.UNKNOWN_CONSUMER})
-    return handed_on and not any(
-        analysis.loop_reaches_step(loop) or iterates_batches(analysis, loop) for loop in loops
-    )
+    # Outside an epoch, a loss attached by convention only (inputs gradfix cannot trace, as
+    # in a test comparing losses of fixed tensors) is no evidence of a leak.
+    return bool(loops) and (handed_on or operand.grad is not Grad.ATTACHED)
 
 
 def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value | None:
@@ -279,7 +282,10 @@ def _uses(analysis: FileAnalysis, accumulation: _Accumulation) -> set[Use]:
 def _unsafe_reasons(operand: Value, uses: set[Use]) -> str:
     reasons = []
     if operand.grad is Grad.LIKELY:
-        reasons.append("the value is graph-attached only by its name, check it comes from a loss")
+        reasons.append(
+            "the value is graph-attached only by convention (a loss by its name, or over "
+            "inputs gradfix cannot trace), check it comes from tensors that require grad"
+        )
     if Use.RETURNED_UNSEEN in uses:
         reasons.append(
             "the total is returned to callers outside this file, "

@@ -163,11 +163,19 @@ def _carry_of(
     # it (a lazy `if self.h is None: self.h = ...` may not run).
     boundary = loop if loop is not None else scope
     stores = [*stores, store] if store not in stores else stores
-    unconditional = [s for s in stores if not _conditional(analysis, s, boundary)] or stores
-    first_store_end = min(analysis.index.end[s] for s in unconditional)
-    carry_reads = [
-        r for r in reads if analysis.index.start[r] < first_store_end and _carries_on(analysis, r)
-    ]
+    if loop is not None:
+        # Reaching bindings: the store reaches the read around the loop's back edge.
+        carry_reads = [
+            r for r in reads if _carried_to(analysis, store, key, r) and _carries_on(analysis, r)
+        ]
+    else:
+        unconditional = [s for s in stores if not _conditional(analysis, s, boundary)] or stores
+        first_store_end = min(analysis.index.end[s] for s in unconditional)
+        carry_reads = [
+            r
+            for r in reads
+            if analysis.index.start[r] < first_store_end and _carries_on(analysis, r)
+        ]
     if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
         return None
     store_end = analysis.index.end[store]
@@ -217,6 +225,16 @@ def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CS
     return stores
 
 
+def _carried_to(analysis: FileAnalysis, store: cst.CSTNode, key: str, read: cst.CSTNode) -> bool:
+    """Whether the value `store` binds reaches `read` from a previous iteration."""
+    statement = analysis.statement_of(read)
+    if statement is None:
+        return False
+    bindings = analysis.bindings(analysis.scope_of(store))
+    reaching = bindings.reaching(key, statement) or frozenset()
+    return any(b.statement is store and bindings.carried(b, statement) for b in reaching)
+
+
 def _conditional(analysis: FileAnalysis, statement: cst.CSTNode, boundary: cst.CSTNode) -> bool:
     """Whether `statement` sits under an `if`, `try` or inner loop inside `boundary`."""
     node = analysis.parent(statement)
@@ -246,13 +264,11 @@ def _carries_on(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and helper is not None:
             return call.func.value != helper
     if isinstance(parent, cst.CompFor) and parent.iter is read:
-        comprehension = analysis.parent(parent)
-        element = getattr(comprehension, "elt", None)
-        if (
-            isinstance(element, cst.Call)
-            and isinstance(element.func, cst.Attribute)
-            and (element.func.attr.value == "detach")
-        ):
+        # `tuple(s.detach() for s in h)`, `tuple([each.data for each in h])`
+        element = getattr(analysis.parent(parent), "elt", None)
+        if isinstance(element, cst.Call):
+            element = element.func
+        if isinstance(element, cst.Attribute) and element.attr.value in ("detach", "data"):
             return False
     return True
 

@@ -40,6 +40,7 @@ from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
 from codemods.analysis.syntax import is_false, keyword_argument
+from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 from codemods.rules.edits import method_call
@@ -476,6 +477,8 @@ class _Checker:
                 "training that tensor)."
             )
             return RuleFinding(write.node, message, Tier.REPORT)
+        if in_inference_method(self.analysis, write.node):
+            return None  # `generate()`, `sample()`: nothing backpropagates through them
         output_saver = self._output_saver(write, alias)
         input_savers = self._input_savers(write, alias)
         if output_saver is None and not input_savers:
