@@ -36,7 +36,12 @@ class SourceResult:
     parsed: bool = False  # False when no rule's text pre-check matched
 
 
-def process_source(source: bytes, options: RunOptions) -> SourceResult:
+# Fix rounds after the first: a fix skipped because it overlapped another is tried again on
+# the rewritten file, so that one `gradfix fix` reaches what a second run would.
+MAX_EXTRA_ROUNDS = 3
+
+
+def process_source(source: bytes, options: RunOptions, round_: int = 0) -> SourceResult:
     text = source.decode("utf-8", errors="replace")
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
     if torch_api.GRAPH_EVIDENCE.search(text):
@@ -59,6 +64,7 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
     lines = module.code.splitlines()
     result = SourceResult(parsed=True)
     to_apply: dict[cst.CSTNode, cst.CSTNode] = {}
+    overlapped = False
     for code, rule_finding in found:
         where = positions[rule_finding.node]
         if is_suppressed(lines, where.start.line, where.end.line, code):
@@ -69,6 +75,8 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
         if wanted and not overlaps(rule_finding.replacements, to_apply, positions):
             to_apply.update(rule_finding.replacements)
             result.fixed.append(finding)
+        elif wanted:
+            overlapped = True
     result.findings.sort(key=lambda f: (f.line, f.column, f.rule))
     if to_apply:
         new_source = module.visit(ReplaceNodes(to_apply)).bytes
@@ -78,6 +86,11 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
             raise RuntimeError(f"gradfix produced code that does not parse: {error}") from error
         if new_source != source:
             result.new_source = new_source
+    if overlapped and result.new_source is not None and round_ < MAX_EXTRA_ROUNDS:
+        again = process_source(result.new_source, options, round_ + 1)
+        if again.new_source is not None:
+            result.new_source = again.new_source
+            result.fixed.extend(again.fixed)  # at their positions in the intermediate file
     return result
 
 
