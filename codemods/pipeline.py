@@ -9,6 +9,7 @@ fixes with one LibCST transformer; re-parse the result before handing it back.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -36,12 +37,17 @@ class SourceResult:
     parsed: bool = False  # False when no rule's text pre-check matched
 
 
+# LibCST and the analysis recurse once per nesting level (an `elif` chain, a chain of
+# rebindings); generated files nest hundreds deep. Python frames cost no C stack since 3.11.
+RECURSION_LIMIT = 20_000
+
 # Fix rounds after the first: a fix skipped because it overlapped another is tried again on
 # the rewritten file, so that one `gradfix fix` reaches what a second run would.
 MAX_EXTRA_ROUNDS = 3
 
 
 def process_source(source: bytes, options: RunOptions, round_: int = 0) -> SourceResult:
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     text = source.decode("utf-8", errors="replace")
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
     if torch_api.GRAPH_EVIDENCE.search(text):

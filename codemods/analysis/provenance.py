@@ -144,6 +144,11 @@ class _Frame:
     children: dict[cst.Call, _Frame] = field(default_factory=dict)
 
 
+# How many provenance questions may be open at once (each waits on the next): real code
+# needs tens; beyond this a value's origin is unknown rather than a RecursionError.
+_MAX_NESTING = 400
+
+
 class Provenance:
     """Provenance of expressions in one analysed file. Build once per file and reuse: origins
     are memoised, which is what makes them comparable by identity."""
@@ -252,7 +257,8 @@ class Provenance:
         memo = (id(frame), id(node), tag)
         if memo in self._memo:
             return self._memo[memo]
-        if memo in self._in_progress:
+        if memo in self._in_progress or len(self._in_progress) >= _MAX_NESTING:
+            # A cycle, or a chain of thousands of rebindings (generated code): unknown.
             return self._unknown(node, frame)
         self._in_progress.add(memo)
         try:

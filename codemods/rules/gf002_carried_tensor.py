@@ -34,6 +34,7 @@ import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.flows import Use, follow_expression, follow_target
+from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.training import in_forward, iterates_batches
 from codemods.analysis.values import UNKNOWN
@@ -114,6 +115,7 @@ class _Carry:
 
 
 def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
+    facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
     for node in analysis.index.parents:
         if not isinstance(node, cst.Assign):
             continue
@@ -122,9 +124,37 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
                 key = target_key(target)
                 if key is None:
                     continue
-                carry = _carry_of(analysis, node, target, key)
+                scope = analysis.scope_of(node)
+                if (scope, key) not in facts:
+                    facts[(scope, key)] = _KeyFacts.of(analysis, scope, key)
+                carry = _carry_of(analysis, node, target, key, facts[(scope, key)])
                 if carry is not None:
                     yield carry
+
+
+@dataclass
+class _KeyFacts:
+    """What one scope does with one name, computed once however often it is stored: its
+    reads, the statements that store it, and which reads each store reaches from a previous
+    loop iteration (by reaching bindings)."""
+
+    reads: list[cst.BaseExpression]
+    stores: list[cst.CSTNode]
+    carried_reads: dict[cst.CSTNode, list[cst.BaseExpression]]
+
+    @classmethod
+    def of(cls, analysis: FileAnalysis, scope: ScopeNode, key: str) -> _KeyFacts:
+        reads = _reads(analysis, key, scope)
+        carried: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
+        bindings = analysis.bindings(scope)
+        for read in reads:
+            statement = analysis.statement_of(read)
+            if statement is None:
+                continue
+            for binding in bindings.reaching(key, statement) or ():
+                if bindings.carried(binding, statement):
+                    carried.setdefault(binding.statement, []).append(read)
+        return cls(reads, _stores(analysis, key, scope), carried)
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:
@@ -141,41 +171,47 @@ def _stored_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
 
 
 def _carry_of(
-    analysis: FileAnalysis, store: cst.Assign, target: cst.BaseExpression, key: str
+    analysis: FileAnalysis,
+    store: cst.Assign,
+    target: cst.BaseExpression,
+    key: str,
+    facts: _KeyFacts,
 ) -> _Carry | None:
     loops = analysis.enclosing_loops(store)
     if loops and isinstance(loops[0], cst.For) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
-    reads = _reads(analysis, key, scope, store)
     if loops:
         loop: Loop | None = loops[0]
-        reads = [read for read in reads if analysis.contains(loop, read)]
-        stores = [s for s in _stores(analysis, key, scope) if analysis.contains(loop, s)]
+        # Reaching bindings: the store reaches the read around the loop's back edge.
+        carry_reads = [
+            r
+            for r in facts.carried_reads.get(store, [])
+            if analysis.contains(loops[0], r)
+            and _carries_on(analysis, r)
+            and not _rebound_unless_none(analysis, loops[0], key, r)
+        ]
+        if not carry_reads:
+            return None
+        reads = [read for read in facts.reads if analysis.contains(loops[0], read)]
+        stores = [s for s in facts.stores if analysis.contains(loops[0], s)]
     elif key.startswith("self.") and isinstance(scope, cst.FunctionDef):
         loop = None
         if scope.name.value == "__init__":
             return None
-        stores = [s for s in _stores(analysis, key, scope)]
-    else:
-        return None
-    # A read sees the previous iteration's value unless a store that always runs precedes
-    # it (a lazy `if self.h is None: self.h = ...` may not run).
-    boundary = loop if loop is not None else scope
-    stores = [*stores, store] if store not in stores else stores
-    if loop is not None:
-        # Reaching bindings: the store reaches the read around the loop's back edge.
-        carry_reads = [
-            r for r in reads if _carried_to(analysis, store, key, r) and _carries_on(analysis, r)
-        ]
-    else:
-        unconditional = [s for s in stores if not _conditional(analysis, s, boundary)] or stores
-        first_store_end = min(analysis.index.end[s] for s in unconditional)
+        reads, stores = facts.reads, facts.stores
+        # A read sees the previous call's value unless a store that always runs precedes it
+        # (a lazy `if self.h is None: self.h = ...` may not run).
+        everywhere = [*stores, store] if store not in stores else stores
+        unconditional = [s for s in everywhere if not _conditional(analysis, s, scope)]
+        first_store_end = min(analysis.index.end[s] for s in unconditional or everywhere)
         carry_reads = [
             r
             for r in reads
             if analysis.index.start[r] < first_store_end and _carries_on(analysis, r)
         ]
+    else:
+        return None
     if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
         return None
     store_end = analysis.index.end[store]
@@ -183,9 +219,7 @@ def _carry_of(
     return _Carry(key, store, target, loop, carry_reads, later_reads)
 
 
-def _reads(
-    analysis: FileAnalysis, key: str, scope: cst.CSTNode, store: cst.CSTNode
-) -> list[cst.BaseExpression]:
+def _reads(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.BaseExpression]:
     if key.startswith("self."):
         info = analysis.class_of(scope)  # type: ignore[arg-type]
         if info is None:
@@ -225,14 +259,37 @@ def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CS
     return stores
 
 
-def _carried_to(analysis: FileAnalysis, store: cst.CSTNode, key: str, read: cst.CSTNode) -> bool:
-    """Whether the value `store` binds reaches `read` from a previous iteration."""
-    statement = analysis.statement_of(read)
-    if statement is None:
-        return False
-    bindings = analysis.bindings(analysis.scope_of(store))
-    reaching = bindings.reaching(key, statement) or frozenset()
-    return any(b.statement is store and bindings.carried(b, statement) for b in reaching)
+def _rebound_unless_none(analysis: FileAnalysis, loop: Loop, key: str, read: cst.CSTNode) -> bool:
+    """`if h is not None: h = repackage(h)` earlier in the iteration: the only value that
+    skips the rebinding is `None`, which carries no graph."""
+    for statement in loop.body.body:
+        if analysis.contains(statement, read):
+            return False
+        if (
+            isinstance(statement, cst.If)
+            and _is_none_test(statement.test, key, cst.IsNot)
+            and any(
+                isinstance(small, cst.Assign)
+                and any(key in _bound_names(t.target) for t in small.targets)
+                for line in statement.body.body
+                if isinstance(line, cst.SimpleStatementLine)
+                for small in line.body
+            )
+        ):
+            return True
+    return False
+
+
+def _is_none_test(test: cst.BaseExpression, key: str, operator: type) -> bool:
+    """`key is None` (operator `cst.Is`) or `key is not None` (`cst.IsNot`)."""
+    return (
+        isinstance(test, cst.Comparison)
+        and target_key(test.left) == key
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, operator)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
 
 
 def _conditional(analysis: FileAnalysis, statement: cst.CSTNode, boundary: cst.CSTNode) -> bool:
@@ -566,12 +623,7 @@ def _initialised_before(analysis: FileAnalysis, carry: _Carry) -> bool:
             break
         if (
             isinstance(node, cst.If)
-            and isinstance(node.test, cst.Comparison)
-            and target_key(node.test.left) == carry.key
-            and len(node.test.comparisons) == 1
-            and isinstance(node.test.comparisons[0].operator, cst.Is)
-            and isinstance(node.test.comparisons[0].comparator, cst.Name)
-            and node.test.comparisons[0].comparator.value == "None"
+            and _is_none_test(node.test, carry.key, cst.Is)
             and node.orelse is None
             and any(
                 isinstance(s, cst.Assign)
