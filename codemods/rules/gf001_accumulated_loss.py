@@ -4,6 +4,11 @@ Detects `acc += loss`, `acc = acc + loss`, `acc.append(loss)`, `acc[key] += loss
 `self.acc += loss` and `meter.update(loss)` (when the meter's class, in the same file, sums
 what it is given), where `loss` is proven graph-attached and `acc` outlives the iteration.
 
+Not a finding: a total of loss terms that is itself a loss, summed in a `forward` (a model's
+or a criterion's), or summed by a loop with no training step in it (no backward or optimizer
+step reachable, not a loop over batches) and then returned or passed on; nor, outside such
+loops, a loss over inputs gradfix cannot trace (attached by convention only).
+
 Safe when: the value is proven attached (a backward on it, a loss or module call, arithmetic on
 those) in grad mode, the accumulator was bound before the loop (or lives on `self`), and no
 value derived from the accumulator ever reaches `backward()` / `autograd.grad` (that is
@@ -59,10 +64,13 @@ class AccumulatedLoss(Rule):
         "logged or averaged, and `loss.detach()` when it must stay a tensor (it is stacked, "
         "reduced or used with tensor methods), which also avoids a device sync each step.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
-        "`torch.stack(losses).mean().backward()`), values already taken out of the graph with "
-        "`.item()` / `.detach()`, accumulation under `torch.no_grad()`, and values whose origin "
-        "the file does not show. A total returned to callers outside the file, or a loss known "
-        "only by its name (`criterion(...)` passed in as a parameter), gets an unsafe fix."
+        "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
+        "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
+        "on to its caller (that sum is the training loss), values already taken out of the "
+        "graph with `.item()` / `.detach()`, accumulation under `torch.no_grad()`, and values "
+        "whose origin the file does not show. A total returned to callers outside the file, "
+        "or a loss known only by its name (`criterion(...)` passed in as a parameter), gets an "
+        "unsafe fix."
     )
     example_before = (
         "total_loss = 0.0\n"

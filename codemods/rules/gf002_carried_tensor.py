@@ -1,13 +1,24 @@
-"""GF002: a graph-attached tensor stored across loop iterations.
+"""GF002: a graph-attached tensor stored across training steps.
 
 Detects two shapes, for tensors that are proven graph-attached and are not losses (summed or
 logged losses are GF001's):
 - *carried*: a name or `self` attribute assigned in a loop (or, for `self`, in a method) and
-  read again in the next iteration before it is reassigned: `hidden = model(x, hidden)`,
-  `out, (h, c) = lstm(x, (h, c))`, `prev = out` ... `out + prev`, EMA centres
-  (`center = m * center + (1 - m) * feat.mean(0)`), autoregressive feedback;
+  read again in the next iteration before it is reassigned (by reaching bindings):
+  `hidden = model(x, hidden)`, `out, (h, c) = lstm(x, (h, c))`, `prev = out` ... `out + prev`,
+  EMA centres (`center = m * center + (1 - m) * feat.mean(0)`), autoregressive feedback;
 - *kept*: appended to, or stored by a varying key into, a container that outlives the loop:
   `outputs.append(logits)`, `bank[idx] = feat`.
+
+The training-step boundary decides (`analysis/training.py`). A carried value is a finding only
+when a backward or an optimizer step runs between the iterations it crosses: reachable from the
+loop body, directly or through the file's own functions and methods the body calls (or, for a
+`self` attribute carried between calls, a method that runs a backward, or whose class is called
+in a loop that does). A loop inside a `forward` / `__call__`, or any loop without such a step
+(blocks, pyramid levels, decoding steps, message passing, a helper whose result its caller
+trains on) carries graphs on purpose and is never a finding. A kept container is a finding only
+in a training loop or an evaluation loop over batches (a loader, `tqdm(...)`, or any `for` loop
+of a function or script that also trains), never in a forward, and not when it is
+differentiated after the loop.
 
 Safe when the carried value either reaches a backward inside the loop (the next backward then
 walks a graph whose buffers are freed: "Trying to backward through the graph a second time"),
@@ -15,13 +26,18 @@ or feeds back into itself so that every iteration's graph stays chained; and whe
 is never differentiated after the loop. Left alone: state re-initialised each iteration,
 values backpropagated after the loop on purpose (full BPTT, `torch.stack(outputs)` into one
 loss), backward calls with `create_graph=True` / `retain_graph=True` (meta-learning), values
-already detached or made under `no_grad`, and values of unknown origin.
+already detached (`.detach()`, `.detach_()`, `.data`, `Variable(h.data)`, a repackaging
+helper, `tuple(e.data for e in h)`) or made under `no_grad`, tensors whose `requires_grad` the
+code sets, parameters, and values of unknown origin.
 
-Rewrites with `.detach()` where the value is carried: on the stored operand when nothing in
-the same iteration reads the stored value afterwards (`prev = out.detach()`, the graph-attached
-operand of an EMA update), otherwise on the read that takes it into the next iteration
-(`model(x, hidden.detach())`), element-wise for `(h, c)` tuples, through the file's own
-`repackage_hidden`-style helper when it has one.
+Rewrites with `.detach()` where the value is carried, always on the finding's own statement:
+on the stored operand when nothing in the same iteration reads the stored value afterwards
+(`prev = out.detach()`, the graph-attached operand of an EMA update), otherwise on the read
+that takes it into the next iteration (`model(x, hidden.detach())`), element-wise for `(h, c)`
+tuples, through the file's own `repackage_hidden`-style helper when it has one, and guarded
+(`None if h is None else h.detach()`) when the state starts as `None`. Never on what
+`backward()` or `autograd.grad` differentiates; a fix that would touch several statements is
+reported instead.
 """
 
 from __future__ import annotations
@@ -55,23 +71,33 @@ Loop = cst.For | cst.While
 class CarriedTensor(Rule):
     code = "GF002"
     name = "carried-graph-tensor"
-    summary = "A graph-attached tensor is stored across loop iterations"
+    summary = "A graph-attached tensor is stored across training steps"
     explanation = (
         "A tensor that is part of an autograd graph keeps that whole graph alive for as long "
-        "as it is stored. Carried into the next iteration (RNN hidden state across batches, a "
-        "previous output, an EMA centre, a memory bank) and read by the next forward, it makes "
-        "the next backward walk into the previous iteration's graph, whose buffers the previous "
-        "backward freed: 'Trying to backward through the graph a second time'. Only kept "
-        "(outputs gathered for metrics), it keeps every batch's activations alive and memory "
-        "grows through the epoch.\n\n"
+        "as it is stored. Carried into the next training step (RNN hidden state across "
+        "batches, a previous output, an EMA centre, a memory bank) and read by the next "
+        "forward, it makes the next backward walk into the previous step's graph, whose "
+        "buffers the previous backward freed: 'Trying to backward through the graph a second "
+        "time'. Only kept (outputs gathered for metrics), it keeps every batch's activations "
+        "alive and memory grows through the epoch.\n\n"
+        "When it is a finding: only when a backward or an optimizer step runs between the "
+        "iterations the value crosses, in the loop itself or in the file's own functions and "
+        "methods the loop calls (a training loop). A loop inside `forward` / `__call__`, or "
+        "any loop with no backward or step reachable from its body (over blocks, pyramid "
+        "levels, decoding or message-passing steps, a helper returning its result to the "
+        "caller that trains on it), is one forward computation: it carries graphs on purpose "
+        "and gradfix leaves it alone. A kept list is a finding only when a training loop, or "
+        "an evaluation loop over batches, fills it and nothing differentiates it afterwards.\n\n"
         "gradfix adds `.detach()` where the value is carried: on the stored value when nothing "
         "else reads it in the same iteration, otherwise on the read that starts the next "
-        "iteration, element-wise for `(h, c)` tuples, or through the file's own "
-        "`repackage_hidden`-style helper.\n\n"
+        "iteration, element-wise for `(h, c)` tuples, through the file's own "
+        "`repackage_hidden`-style helper, and as `None if h is None else h.detach()` when "
+        "the state starts as `None`.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
-        "meta-learning loops, values already detached or computed under `no_grad`, and values "
-        "whose origin the file does not show."
+        "meta-learning loops, values already detached (`.detach()`, `.data`, "
+        "`Variable(h.data)`, `detach_()`) or computed under `no_grad`, parameters, tensors "
+        "whose `requires_grad` the code sets, and values whose origin the file does not show."
     )
     example_before = (
         "hidden = torch.zeros(1, batch, 32)\n"
