@@ -31,6 +31,8 @@ _MUTATING_METHODS = frozenset(
         "discard",
     }
 )
+# Tensor methods returning `(values, indices)` when unpacked (with a `dim`).
+_VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "median", "mode", "kthvalue"})
 # Container methods through which elements come out.
 _ELEMENT_METHODS = frozenset({"pop", "copy", "get", "values", "items", "popleft"})
 
@@ -177,7 +179,7 @@ class _Follower:
         if isinstance(parent, cst.Assign) and parent.value is node:
             uses: set[Use] = set()
             for target in parent.targets:
-                uses |= self.of_target(target.target, depth + 1)
+                uses |= self.of_target(_graph_part(node, target.target), depth + 1)
             return uses
         if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.value is node:
             return self.of_target(parent.target, depth + 1)
@@ -280,6 +282,20 @@ class _Follower:
         if isinstance(element, (cst.Name, cst.BinaryOperation, cst.UnaryOperation, cst.Tuple)):
             uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
         return uses
+
+
+def _graph_part(value: cst.CSTNode, target: cst.BaseExpression) -> cst.BaseExpression:
+    """In `values, indices = x.topk(k)` (`sort`, `max(dim)`, ...) only `values` can carry a
+    graph: the indices are integers."""
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _VALUES_AND_INDICES
+        and isinstance(target, (cst.Tuple, cst.List))
+        and len(target.elements) == 2
+    ):
+        return target.elements[0].value
+    return target
 
 
 class _NameFinder(cst.CSTVisitor):

@@ -144,6 +144,7 @@ class _Frame:
     children: dict[cst.Call, _Frame] = field(default_factory=dict)
 
 
+_BUFFER_CLASSES = frozenset({"torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 # How many provenance questions may be open at once (each waits on the next): real code
 # needs tens; beyond this a value's origin is unknown rather than a RecursionError.
 _MAX_NESTING = 400
@@ -526,11 +527,39 @@ class Provenance:
         if attribute in _VIEW_ATTRIBUTES:
             return self._op(node, frame, f"Tensor.{attribute}", [node.value])
         owner = self.analysis.value_of(node.value)
-        if owner.kind is Kind.MODULE and attribute in ("weight", "bias"):
+        if (
+            owner.kind is Kind.MODULE
+            and attribute in ("weight", "bias")
+            and not self._buffer_of(owner.cls, attribute)
+        ):
             return self._leaf(node, frame)
         if owner.kind in (Kind.MODULE, Kind.OBJECT, Kind.OPTIMIZER):
             return self._unknown(node, frame)
         return self._structure(OriginKind.PART, node, frame, (self._expression(node.value, frame),))
+
+    def _buffer_of(self, class_name: str | None, attribute: str) -> bool:
+        """Whether the file's module class registers `attribute` as a buffer (a frozen
+        batch norm's `weight`): no parameter, so no leaf that requires grad."""
+        info = self.analysis.index.classes.get(class_name or "")
+        if info is None:
+            return False
+        for call in self.analysis.index.calls_by_name.get("register_buffer", []):
+            name = call.args[0].value if call.args else None
+            if (
+                self.analysis.contains(info.node, call)
+                and isinstance(name, cst.SimpleString)
+                and name.evaluated_value == attribute
+            ):
+                return True
+        for occurrence in self.analysis.self_attribute_occurrences(info.name, attribute):
+            assign = self.analysis.parent(self.analysis.parent(occurrence) or occurrence)
+            if (  # `self.weight = nn.Buffer(...)`
+                isinstance(assign, cst.Assign)
+                and isinstance(assign.value, cst.Call)
+                and self.analysis.qualified_name(assign.value.func) in _BUFFER_CLASSES
+            ):
+                return True
+        return False
 
     def _subscript(self, node: cst.Subscript, frame: _Frame) -> Origin:
         container = self._expression(node.value, frame)

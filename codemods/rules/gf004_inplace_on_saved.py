@@ -469,7 +469,12 @@ class _Checker:
 
     # -- judging one write ------------------------------------------------------------------
     def _judge(self, write: _Write, alias: _Alias) -> RuleFinding | None:
-        if self._is_leaf(alias.base) and self.analysis.grad_enabled(write.node):
+        through_detach = any(_is_detach(step) for step in alias.steps)
+        if (
+            self._is_leaf(alias.base)
+            and self.analysis.grad_enabled(write.node)
+            and not through_detach  # `w.detach().zero_()` writes a tensor that needs no grad
+        ):
             message = (
                 f"`{self._code(write.node)}` writes in place into a leaf tensor that requires "
                 f"grad, outside `torch.no_grad()`: PyTorch raises {_LEAF_ERROR}. Wrap the "
