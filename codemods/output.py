@@ -6,6 +6,8 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import os
+import re
 import sys
 import tokenize
 from collections import Counter
@@ -142,7 +144,26 @@ def json_records(results: Sequence[FileResult]) -> list[dict[str, Any]]:
 
 
 def render_json(results: Sequence[FileResult]) -> str:
-    return json.dumps(json_records(results), indent=2) + "\n"
+    return json.dumps(valid_unicode(json_records(results)), indent=2) + "\n"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(data: Any) -> Any:
+    """`data` (JSON-ready) with every lone surrogate in its strings replaced by U+FFFD.
+
+    Python keeps each byte of a file name that is not UTF-8 as a lone surrogate (U+DC80 to
+    U+DCFF); JSON text carrying one (`"\\udce9"`) is rejected or mangled by strict parsers, so
+    JSON and SARIF name such a file with one U+FFFD per undecodable byte. SARIF URIs keep the
+    exact bytes, percent-encoded."""
+    if isinstance(data, str):
+        return _SURROGATE.sub("\ufffd", data)
+    if isinstance(data, list):
+        return [valid_unicode(item) for item in data]
+    if isinstance(data, dict):
+        return {key: valid_unicode(value) for key, value in data.items()}
+    return data
 
 
 # --- GitHub Actions -------------------------------------------------------------------------
@@ -190,7 +211,8 @@ def _gh_warning(file: str, f: Finding) -> str:
 
 
 def _uri(path: Path) -> str:
-    return path.as_uri() if path.is_absolute() else quote(path.as_posix())
+    # From the name's bytes: one that is not UTF-8 is percent-encoded byte by byte, exactly.
+    return path.as_uri() if path.is_absolute() else quote(os.fsencode(path.as_posix()))
 
 
 def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
@@ -313,7 +335,7 @@ def sarif_log(
 
 
 def render_sarif(results: Sequence[FileResult], rules: Mapping[str, Rule], version: str) -> str:
-    return json.dumps(sarif_log(results, rules, version), indent=2) + "\n"
+    return json.dumps(valid_unicode(sarif_log(results, rules, version)), indent=2) + "\n"
 
 
 # --- diff -----------------------------------------------------------------------------------

@@ -350,6 +350,22 @@ def test_config_unknown_key_is_an_error() -> None:
     assert "pyproject.toml" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"tool = 5  # gradfix\n", "pyproject.toml: `tool` must be a table, got 5; fix the file"),
+        (b"[tool.gradfix]\nselect = ['\xff']\n", "pyproject.toml: not UTF-8 (byte 27 cannot"),
+    ],
+)
+def test_a_broken_configuration_is_one_line_and_exit_2(data: bytes, expected: str) -> None:
+    Path("pyproject.toml").write_bytes(data)
+    write("a.py", "x = BUG_SAFE\n")
+    result = gradfix("check")
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("gradfix: error: ") and expected in line
+
+
 def test_gitignore_is_honoured() -> None:
     write(".gitignore", "ignored/\nskip.py\n")
     write("ignored/a.py", "BUG_REPORT\n")
