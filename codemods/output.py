@@ -38,7 +38,16 @@ PARSE_ADVICE = "the file was skipped; fix the syntax error, or exclude the file 
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return _visible(" ".join(text.split()))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """`text` with control characters written as `\\x1b`: a file name or a line of code from
+    the checked tree must not move the cursor, recolour or retitle the user's terminal."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
 
 
 def _sorted(findings: Sequence[Finding]) -> list[Finding]:
@@ -70,13 +79,14 @@ def text_lines(results: Sequence[FileResult], unsafe_fixes: bool) -> Iterator[st
     current settings) and `path:line:col: parse error: ...` per file that failed; in a
     notebook, `path:cell N:line:col: ...`."""
     for result in results:
+        path = _visible(str(result.path))
         if result.error is not None:
             e = result.error
-            yield f"{result.path}:{_where(e.cell, e.line, e.column)}: {error_text(e)}"
+            yield f"{path}:{_where(e.cell, e.line, e.column)}: {error_text(e)}"
         for f in _sorted(result.findings):
             marker = " [*]" if fix_shown(f, unsafe_fixes) else ""
             where = _where(f.cell, f.line, f.column)
-            yield f"{result.path}:{where}: {f.rule}{marker} {_one_line(f.message)}"
+            yield f"{path}:{where}: {f.rule}{marker} {_one_line(f.message)}"
 
 
 # --- json -----------------------------------------------------------------------------------
@@ -361,7 +371,7 @@ def render_diff(result: FileResult) -> str:
     per finding whose fix it applies (patch tools skip such lines). A notebook gets one diff
     per changed cell, of the cell's source, under `path:cell N` headers."""
     assert result.source is not None and result.new_source is not None
-    name = result.path.as_posix()
+    name = _visible(result.path.as_posix())
     reasons = "".join(
         f"# {name}:{_where(f.cell, f.line)}: {f.rule} {_one_line(f.message)}\n"
         for f in _sorted(result.fixed)

@@ -175,3 +175,11 @@ def test_summary_plurals() -> None:
         "behaviour).",
         "2 files could not be processed; see the errors above.",
     ]
+
+
+def test_text_never_writes_control_characters_from_the_checked_tree() -> None:
+    # A file name and a line of code quoted in a message, as a hostile tree may have them.
+    finding = Finding("GF003", 1, 1, 1, 2, 'print("\x1b[2J") twice', Tier.REPORT)
+    result = FileResult(Path("a\x1b]0;owned\x07.py"), findings=(finding,))
+    (line,) = output.text_lines([result], unsafe_fixes=False)
+    assert line == 'a\\x1b]0;owned\\x07.py:1:1: GF003 print("\\x1b[2J") twice'
