@@ -139,11 +139,27 @@ def _walk(
             yield from _walk(directory / entry.name, real_path, stack, excludes)
         elif (
             entry.name.endswith(SUFFIXES)
-            and entry.is_file()
+            and _is_file(entry)
             and not _decide(stack, real_path, is_dir=False)
             and not _decide(excludes, real_path, is_dir=False)
         ):
             yield directory / entry.name
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether the entry is a file, or a link gradfix cannot follow (a loop, say): that one
+    is taken too, for the engine to report when it fails to read it."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return True
+
+
+def write_roots(paths: Sequence[Path]) -> tuple[Path, ...]:
+    """The real paths of the paths given on the command line: a fix is written only to a file
+    whose real path lies under one of them (a symbolic link in the tree cannot lead a write
+    out of it)."""
+    return tuple(Path(os.path.realpath(path)) for path in paths)
 
 
 def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> list[Path]:
@@ -166,7 +182,7 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
         else:
             raise PathNotFoundError(f"{path}: no such file or directory")
         for file in found:
-            key = file.resolve()
+            key = Path(os.path.realpath(file))  # unlike Path.resolve, never raises on a loop
             if key not in seen:
                 seen.add(key)
                 files.append(file)

@@ -96,10 +96,10 @@ def test_write_failure_is_reported_and_the_file_kept(
     a = tmp_path / "a.py"
     a.write_text("x = BUG_SAFE\n")
 
-    def refuse(src: str, dst: str) -> None:
+    def refuse(fd: int, data: bytes, offset: int) -> int:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "pwrite", refuse)
     (result,) = run(tasks(a), Mode.FIX, jobs=1)
     assert result.error is not None and result.error.kind is ErrorKind.WRITE
     assert "Permission denied" in result.error.message
