@@ -173,20 +173,21 @@ def _process(
     options = pipeline.RunOptions(select, fix=mode is not Mode.CHECK, unsafe_fixes=unsafe)
     notebook = notebooks.is_notebook(path)
     result = _analyse(source, options, cache, notebook)
-    if result.error is not None:
-        return FileResult(path, error=_parse_error(result.error))
+    # A parse error, alone; or, in a notebook, a cell that does not parse beside the findings
+    # and fixes of the other cells (notebooks.process_notebook).
+    error = None if result.error is None else _parse_error(result.error)
     new = result.new_source
     if new is None or new == source:
-        return FileResult(path, findings=tuple(result.findings))
+        return FileResult(path, findings=tuple(result.findings), error=error)
     fixed = tuple(result.fixed)
     if mode is Mode.DIFF:
         left = _without(result.findings, fixed)
-        return FileResult(path, left, fixed, changed=True, source=source, new_source=new)
+        return FileResult(path, left, fixed, True, source, new, error)
 
     # What is left is what a check of the rewritten file finds, at its positions there.
     check = pipeline.RunOptions(select, fix=False, unsafe_fixes=unsafe)
     after = _analyse(new, check, cache, notebook)  # also caches the rewritten file's check
-    if after.error is not None:
+    if after.error != result.error:  # a notebook's broken cell is left as it was
         return FileResult(
             path,
             error=FileError(
@@ -196,11 +197,11 @@ def _process(
             ),
         )
     if not write:
-        return FileResult(path, tuple(after.findings), fixed, changed=True, new_source=new)
+        return FileResult(path, tuple(after.findings), fixed, True, new_source=new, error=error)
     refused = _write(path, source, new, roots)
     if refused is not None:
         return FileResult(path, tuple(result.findings), error=refused)
-    return FileResult(path, tuple(after.findings), fixed, changed=True)
+    return FileResult(path, tuple(after.findings), fixed, changed=True, error=error)
 
 
 def _write(
@@ -322,11 +323,10 @@ def _fix_applies(finding: Finding, unsafe_fixes: bool) -> bool:
 
 def _from_entry(task: FileTask, entry: Entry, mode: Mode, unsafe_fixes: bool) -> FileResult | None:
     """The task's result as `entry` gives it; None when there is a fix to apply."""
-    if entry.error is not None:
-        return FileResult(task.path, error=_parse_error(entry.error))
     if mode is not Mode.CHECK and any(_fix_applies(f, unsafe_fixes) for f in entry.findings):
         return None
-    return FileResult(task.path, findings=entry.findings)
+    error = None if entry.error is None else _parse_error(entry.error)
+    return FileResult(task.path, findings=entry.findings, error=error)
 
 
 def cached_result(task: FileTask, mode: Mode, unsafe_fixes: bool = False) -> FileResult | None:
@@ -486,7 +486,7 @@ def _remember(
     if error is not None:
         where = f"cell {error.cell}:" if error.cell is not None else ""
         text = f"{where}{error.line}:{error.column}: parse error: {error.message}"
-        entry = Entry(error=text)
+        entry = Entry(result.findings, text)  # a notebook's other cells have findings
     else:
         entry = Entry(result.findings)
     index.record(task.path, task.select, unsafe_fixes, metadata, entry)

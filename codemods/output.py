@@ -34,7 +34,7 @@ TIER_LABELS = {
 }
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
-PARSE_ADVICE = "the file was skipped; fix the syntax error, or exclude the file with --exclude"
+PARSE_ADVICE = "the {} was skipped; fix the syntax error, or exclude the file with --exclude"
 
 
 def _one_line(text: str) -> str:
@@ -63,7 +63,10 @@ def _where(cell: int | None, line: int, column: int | None = None) -> str:
 def error_text(error: FileError) -> str:
     """`parse error: <what> (<what to do>)`, on one line."""
     text = f"{error.kind.value}: {_one_line(error.message)}"
-    return f"{text} ({PARSE_ADVICE})" if error.kind is ErrorKind.PARSE else text
+    if error.kind is not ErrorKind.PARSE:
+        return text
+    # In a notebook, only the cell that does not parse is left out of the analysis.
+    return f"{text} ({PARSE_ADVICE.format('file' if error.cell is None else 'cell')})"
 
 
 def fix_shown(finding: Finding, unsafe_fixes: bool) -> bool:

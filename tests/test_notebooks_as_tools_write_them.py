@@ -5,10 +5,13 @@ exercise cells that do not parse."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from codemods.commands import app
 from codemods.notebooks import process_notebook, read
 from codemods.pipeline import RunOptions
 
@@ -205,3 +208,42 @@ def test_every_cell_that_does_not_parse_is_named() -> None:
     assert process_notebook(colab("a = (", "b = ]"), CHECK).error == (
         "cell 1:1:5: parse error: '(' was never closed; cell 2 does not parse either"
     )
+
+
+# --- through the engine and the command line -------------------------------------------------
+
+
+def gradfix(*args: str) -> Any:
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(app, [*args, "-j", "1"])
+
+
+def test_gradfix_reports_the_cell_that_does_not_parse_and_fixes_the_others(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = colab(SETUP, "optimizer = # TODO", LOOP)
+    Path("course.ipynb").write_bytes(source)
+    error = (
+        "course.ipynb:cell 2:1:13: parse error: invalid syntax (the cell was skipped; fix the "
+        "syntax error, or exclude the file with --exclude)"
+    )
+    for _ in range(2):  # the second time from the cache
+        check = gradfix("check", "course.ipynb")
+        assert check.exit_code == 2
+        assert check.stdout.splitlines()[:2] == [
+            error,
+            f"course.ipynb:cell 3:5:5: GF001 [*] {read_message(source)}",
+        ]
+    fix = gradfix("fix", "course.ipynb")
+    assert fix.exit_code == 2 and fix.stdout.splitlines()[0] == error
+    assert "Fixed 1 finding in 1 file: GF001 x1." in fix.stdout
+    assert Path("course.ipynb").read_bytes() == fixed(source)
+
+
+def read_message(source: bytes) -> str:
+    (finding,) = process_notebook(source, CHECK).findings
+    return finding.message
