@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import math
 import os
 import re
@@ -251,6 +252,9 @@ def read_regular(path: Path) -> bytes:
     with os.fdopen(fd, "rb") as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegularError(errno.EINVAL, "not a regular file")
+        # A concurrent gradfix rewriting the file in place holds an exclusive lock: never
+        # read it halfway through.
+        fcntl.flock(fd, fcntl.LOCK_SH)
         return file.read()
 
 
