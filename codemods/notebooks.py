@@ -172,7 +172,8 @@ class Notebook:
         the next cell as its body)."""
         errors = {}
         for cell, lines in itertools.groupby(self.lines, key=lambda line: line.cell):
-            error = pipeline.syntax_error("".join(line.python for line in lines).encode())
+            code = "".join(line.python for line in lines).encode()
+            error = pipeline.syntax_error(code, top_level_await=True)
             if error is not None:
                 errors[cell] = error
         return errors
@@ -565,7 +566,7 @@ def process_notebook(source: bytes, options: pipeline.RunOptions) -> pipeline.So
     broken = notebook.syntax_errors()
     if broken:
         notebook = notebook.without(broken)
-    result = pipeline.process_source(notebook.code.encode("utf-8"), options)
+    result = pipeline.process_source(notebook.code.encode("utf-8"), options, top_level_await=True)
     if result.error is not None:
         return replace(result, error=notebook.cell_error(result.error))
     cells = notebook.in_cells(result.findings)

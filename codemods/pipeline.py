@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from codemods import screen
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
 from codemods.rules import RULES, RuleFinding
@@ -36,15 +37,23 @@ class SourceResult:
     parsed: bool = False  # False when no rule's text pre-check matched
 
 
-def process_source(source: bytes, options: RunOptions) -> SourceResult:
+def process_source(
+    source: bytes, options: RunOptions, *, top_level_await: bool = False
+) -> SourceResult:
+    """`top_level_await` for a notebook's code, where IPython runs `await` at the top level."""
     text = source.decode("utf-8", errors="replace")
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
     if torch_api.GRAPH_EVIDENCE.search(text):
         rules = [rule for rule in rules if rule.may_apply(text)]
     else:
         rules = []  # nothing here can be proven graph-attached
+    error = syntax_error(source, top_level_await=top_level_await)
+    if error is not None or not rules:
+        return SourceResult(error=error)  # a file Python refuses is never rewritten
+    wanted = screen.rules_wanted(source, text, [rule.code for rule in rules])
+    rules = [rule for rule in rules if rule.code in wanted]
     if not rules:
-        return SourceResult(error=syntax_error(source))
+        return SourceResult()
     try:
         module = cst.parse_module(source)
     except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
@@ -81,17 +90,19 @@ def process_source(source: bytes, options: RunOptions) -> SourceResult:
     return result
 
 
-def syntax_error(source: bytes) -> str | None:
-    """A parse error in a file no rule needs to parse, found cheaply: Python's own parser
-    (C, many times faster than LibCST) first, LibCST only to confirm what it rejects (it
-    accepts newer syntax than the running Python)."""
+def syntax_error(source: bytes, *, top_level_await: bool = False) -> str | None:
+    """Why CPython refuses to compile the file, if it does: its parser (C, many times faster
+    than LibCST) and its compiler, which also rejects what parses (more than 20 nested
+    blocks, `return` outside a function). LibCST accepts some of that; a file that cannot run
+    is reported, not fixed."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
     try:
-        ast.parse(source)
-    except (SyntaxError, ValueError):
-        try:
-            cst.parse_module(source)
-        except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
-            return _parse_error_text(source, error)
+        compile(source, "<file>", "exec", flags=flags, dont_inherit=True)
+    except SyntaxError as error:
+        line, column = error.lineno or 1, error.offset or 1
+        return f"{line}:{column}: parse error: {error.msg}"
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, deep nesting
+        return f"1:1: parse error: {error or type(error).__name__}"
     return None
 
 
