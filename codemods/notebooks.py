@@ -59,6 +59,7 @@ _IPYTHON_LINE = re.compile(
 )
 # Parsers honour a coding declaration on the first two lines of bytes; a cell is text.
 _CODING = re.compile(r"[ \t\f]*#.*?coding[:=]")
+_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # IPython runs `await f()` in a cell
 # Every identifier but an attribute's: what a cell that does not parse may bind or use.
 _NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
 _POSITION = re.compile(r"(\d+):(\d+): (.*)", re.DOTALL)
@@ -210,8 +211,9 @@ class Notebook:
         for cell, lines in itertools.groupby(self.lines, key=lambda line: line.cell):
             if cell in broken:
                 continue
+            code = "".join(line.python for line in lines)
             try:
-                tree = ast.parse("".join(line.python for line in lines))
+                tree = compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | _TOP_LEVEL_AWAIT)
             except (SyntaxError, ValueError):  # newer syntax than this Python's, that LibCST reads
                 continue
             for node in ast.walk(tree):

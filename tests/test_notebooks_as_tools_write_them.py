@@ -247,3 +247,9 @@ def test_gradfix_reports_the_cell_that_does_not_parse_and_fixes_the_others(
 def read_message(source: bytes) -> str:
     (finding,) = process_notebook(source, CHECK).findings
     return finding.message
+
+
+def test_imports_of_a_cell_that_awaits_are_kept_out_of_the_placeholders() -> None:
+    nb = read(vscode("import torch\nawait asyncio.sleep(0)", "x = torch.zeros(("))
+    placeholder = nb.without(nb.syntax_errors()).code.splitlines()[-1]
+    assert placeholder == "x = _gradfix_unparsed_cell(x)"  # not `torch`: the first cell imports it
