@@ -98,9 +98,10 @@ def _gradfix_table(pyproject: Path) -> dict[str, Any] | None:
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
         raise ConfigError(
-            f"{pyproject}: not UTF-8 (byte {exc.start + 1} cannot be decoded); TOML files "
-            "must be UTF-8: save it as UTF-8"
+            f"{pyproject}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x} cannot be decoded); "
+            "TOML files must be UTF-8: save it as UTF-8"
         ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: invalid TOML: {exc}; fix the file") from exc

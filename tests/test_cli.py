@@ -354,7 +354,7 @@ def test_config_unknown_key_is_an_error() -> None:
     ("data", "expected"),
     [
         (b"tool = 5  # gradfix\n", "pyproject.toml: `tool` must be a table, got 5; fix the file"),
-        (b"[tool.gradfix]\nselect = ['\xff']\n", "pyproject.toml: not UTF-8 (byte 27 cannot"),
+        (b"[tool.gradfix]\nselect = ['\xff']\n", "pyproject.toml:2: not UTF-8 (byte 0xff cannot"),
     ],
 )
 def test_a_broken_configuration_is_one_line_and_exit_2(data: bytes, expected: str) -> None:

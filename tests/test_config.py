@@ -147,15 +147,16 @@ def test_parent_pyprojects_that_never_mention_gradfix_are_not_parsed(tmp_path: P
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (b"tool = 5  # gradfix settings below\n", "`tool` must be a table, got 5; fix the file"),
+        (b"tool = 5  # gradfix settings below\n", ": `tool` must be a table, got 5; fix the file"),
         (
             b"[tool]\ngradfix = 'all'\n",
-            "`tool.gradfix` must be a table, got 'all'; write the settings under a "
+            ": `tool.gradfix` must be a table, got 'all'; write the settings under a "
             "[tool.gradfix] header",
         ),
         (
             b"[tool.gradfix]\n# caf\xe9\n",
-            "not UTF-8 (byte 21 cannot be decoded); TOML files must be UTF-8: save it as UTF-8",
+            ":2: not UTF-8 (byte 0xe9 cannot be decoded); TOML files must be UTF-8: save it as "
+            "UTF-8",
         ),
     ],
 )
@@ -165,4 +166,4 @@ def test_a_broken_gradfix_configuration_is_a_one_line_error(
     (tmp_path / "pyproject.toml").write_bytes(data)
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path)
-    assert str(error.value) == f"{tmp_path / 'pyproject.toml'}: {expected}"
+    assert str(error.value) == f"{tmp_path / 'pyproject.toml'}{expected}"
