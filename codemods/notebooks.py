@@ -568,7 +568,7 @@ def process_notebook(source: bytes, options: pipeline.RunOptions) -> pipeline.So
     broken = notebook.syntax_errors()
     if broken:
         notebook = notebook.without(broken)
-    result = pipeline.process_source(notebook.code.encode("utf-8"), options, top_level_await=True)
+    result = pipeline.process_source(notebook.code.encode("utf-8"), options, notebook=True)
     if result.error is not None:
         return replace(result, error=notebook.cell_error(result.error))
     cells = notebook.in_cells(result.findings)

@@ -9,6 +9,7 @@ fixes with one LibCST transformer; re-parse the result before handing it back.
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -37,17 +38,17 @@ class SourceResult:
     parsed: bool = False  # False when no rule's text pre-check matched
 
 
-def process_source(
-    source: bytes, options: RunOptions, *, top_level_await: bool = False
-) -> SourceResult:
-    """`top_level_await` for a notebook's code, where IPython runs `await` at the top level."""
+def process_source(source: bytes, options: RunOptions, *, notebook: bool = False) -> SourceResult:
+    """`notebook`: the joined code cells of a notebook, each compile-checked on its own already
+    (IPython compiles cell by cell: `await` at the top level, `from __future__` in a later
+    cell), so the joined code is not."""
     text = source.decode("utf-8", errors="replace")
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
     if torch_api.GRAPH_EVIDENCE.search(text):
         rules = [rule for rule in rules if rule.may_apply(text)]
     else:
         rules = []  # nothing here can be proven graph-attached
-    error = syntax_error(source, top_level_await=top_level_await)
+    error = None if notebook else syntax_error(source)
     if error is not None or not rules:
         return SourceResult(error=error)  # a file Python refuses is never rewritten
     wanted = screen.rules_wanted(source, text, [rule.code for rule in rules])
@@ -97,7 +98,9 @@ def syntax_error(source: bytes, *, top_level_await: bool = False) -> str | None:
     is reported, not fixed."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
     try:
-        compile(source, "<file>", "exec", flags=flags, dont_inherit=True)
+        with warnings.catch_warnings():  # the compiler's SyntaxWarnings are not ours to print
+            warnings.simplefilter("ignore")
+            compile(source, "<file>", "exec", flags=flags, dont_inherit=True)
     except SyntaxError as error:
         line, column = error.lineno or 1, error.offset or 1
         return f"{line}:{column}: parse error: {error.msg}"

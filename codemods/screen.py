@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from codemods.analysis.torch_api import INPLACE_FLAG_POSITION, NON_WRITING_UNDERSCORE_METHODS
+
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
 # A backward pass or optimizer step (`analysis.training.is_training_step`): `.backward(`,
@@ -54,6 +56,8 @@ class _Facts:
     batch_loop_store: bool = False  # GF002: a kept store in an evaluation loop
     method_self_store: bool = False  # GF002: `self.x = ...` in a method other than __init__
     autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
+    write: bool = False  # GF004: an augmented or index assignment that may write a tensor
+    imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
     functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
@@ -64,19 +68,23 @@ def rules_wanted(source: bytes, text: str, codes: Iterable[str]) -> set[str]:
     codes = set(codes)
     if not ENABLED or not codes <= _SCREENS.keys():
         return codes
-    facts = _Facts()
-    _Walker(facts, text.splitlines()).statements(ast.parse(source).body, _Context())
-    return {code for code in codes if _SCREENS[code](facts, text)}
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return codes  # a notebook's joined cells, which only LibCST may accept
+    facts = _Facts(imports=_import_aliases(module))
+    _Walker(facts, text.splitlines()).statements(module.body, _Context())
+    return {code for code in codes if _SCREENS[code](facts, text, module)}
 
 
 # -- the screens ------------------------------------------------------------------------------
-def _gf001(facts: _Facts, text: str) -> bool:
+def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
     """An accumulation (`+=`, `x = x + ...`, `.append(x)`, a meter's `.update(x)`) across loop
     iterations or calls, outside a forward for a local total."""
     return facts.accumulation or (facts.meter_call and facts.meter_class)
 
 
-def _gf002(facts: _Facts, text: str) -> bool:
+def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
     """A store in a loop that reaches a training step, or a `self` attribute carried between
     calls of a method when the file runs a backward; or a value kept by an evaluation loop."""
     if facts.batch_loop_store:
@@ -86,7 +94,7 @@ def _gf002(facts: _Facts, text: str) -> bool:
     return facts.loop_store or (facts.method_self_store and "backward" in text)
 
 
-def _gf003(facts: _Facts, text: str) -> bool:
+def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
     """Two backward calls in one function (or the module), or one in a loop."""
     if facts.autograd_alias:
         return True  # backward calls under a name the text does not show
@@ -103,10 +111,33 @@ def _gf003(facts: _Facts, text: str) -> bool:
     return False
 
 
-_SCREENS: dict[str, Callable[[_Facts, str], bool]] = {
+def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
+    """An in-place write (`_Checker._writes`): an augmented or index assignment, a `*_`
+    method called on anything but an imported name, an `inplace` flag (`_flag_argument`), or
+    `out=`."""
+    if facts.write:
+        return True
+    for node in ast.walk(module):
+        if not isinstance(node, ast.Call):
+            continue
+        func, keywords = node.func, {keyword.arg: keyword.value for keyword in node.keywords}
+        qualified = _qualified(func, facts.imports)
+        if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
+            return True
+        if "out" in keywords or _is_true(keywords.get("inplace")):
+            return True
+        position = INPLACE_FLAG_POSITION.get(qualified or "")
+        positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        if position is not None and _is_true(dict(enumerate(positional)).get(position)):
+            return True
+    return False
+
+
+_SCREENS: dict[str, Callable[[_Facts, str, ast.Module], bool]] = {
     "GF001": _gf001,
     "GF002": _gf002,
     "GF003": _gf003,
+    "GF004": _gf004,
 }
 
 
@@ -114,7 +145,7 @@ def _training_step(text: str) -> bool:
     if _TRAINING_TEXT.search(text):
         return True
     for match in _STEP_TEXT.finditer(text):
-        receiver = _RECEIVER_TEXT.search(text, 0, match.start())
+        receiver = _RECEIVER_TEXT.search(text[max(0, match.start() - 200) : match.start()])
         if receiver is None or not _SCHEDULER_NAME.search(receiver[1]):
             return True
     return False
@@ -184,9 +215,13 @@ class _Walker:
             self.facts.meter_class = True
         if isinstance(node.op, ast.Add):
             self._accumulation(node.target, context)
+        if isinstance(node.target, ast.Subscript) or _key(node.target) is not None:
+            self.facts.write = True
 
     def _assign(self, node: ast.Assign, context: _Context) -> None:
-        self._store(context, kept=any(isinstance(t, ast.Subscript) for t in node.targets))
+        indexed = any(isinstance(target, ast.Subscript) for target in node.targets)
+        self.facts.write |= indexed
+        self._store(context, kept=indexed)
         method = context.function is not None and context.function.name != "__init__"
         if method and any(_self_attribute(target) for target in node.targets):
             self.facts.method_self_store = True
@@ -229,6 +264,48 @@ class _Walker:
         self.facts.loop_store = True
         if kept and context.in_batch_loop:
             self.facts.batch_loop_store = True
+
+
+def _import_aliases(module: ast.Module) -> dict[str, str]:
+    """`imports.import_aliases`: local name -> qualified name, for module-level imports."""
+    aliases: dict[str, str] = {}
+    for statement in module.body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            for alias in statement.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"
+    return aliases
+
+
+def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`imports.qualify`: the name a dotted expression spells through the imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(parts)])
+
+
+def _writes_data(method: str) -> bool:
+    """`gf004_inplace_on_saved._writes_data`."""
+    return (
+        method.endswith("_")
+        and not method.startswith("_")
+        and method not in NON_WRITING_UNDERSCORE_METHODS
+    )
+
+
+def _is_true(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
 
 
 def _end(node: ast.AST) -> int:

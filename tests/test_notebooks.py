@@ -347,7 +347,7 @@ def test_a_parse_error_of_the_joined_source_is_given_in_its_cell(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def libcst_says_no(
-        source: bytes, options: RunOptions, top_level_await: bool = False
+        source: bytes, options: RunOptions, notebook: bool = False
     ) -> SourceResult:
         return SourceResult(error="8:3: parse error: no")
 

@@ -7,6 +7,7 @@ and never rewritten, even when LibCST parses them.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -75,7 +76,7 @@ for x, y in loader:
 
 
 def _wanted(source: str) -> set[str]:
-    return screen.rules_wanted(source.encode(), source, {"GF001", "GF002", "GF003"})
+    return screen.rules_wanted(source.encode(), source, set(RULES))
 
 
 def test_a_model_definition_needs_no_rule() -> None:
@@ -84,7 +85,7 @@ def test_a_model_definition_needs_no_rule() -> None:
 
 
 def test_a_training_loop_keeps_accumulation_and_carry_rules() -> None:
-    assert _wanted(TRAINING) == {"GF001", "GF002", "GF003"}
+    assert _wanted(TRAINING) == set(RULES)
 
 
 def test_a_scheduler_step_is_no_training_step() -> None:
@@ -101,9 +102,26 @@ def test_two_backward_calls_in_one_function() -> None:
     assert "GF003" in _wanted("from torch.autograd import grad as g\n")
 
 
+@pytest.mark.parametrize(
+    ("line", "writes"),
+    [
+        ("nn.init.normal_(layer.weight)", False),  # an imported function, not a tensor method
+        ("layer.weight.normal_()", True),
+        ("x.requires_grad_()", False),
+        ("y = F.relu(x, inplace=True)", True),
+        ("act = nn.ReLU(True)", True),
+        ("y = torch.sigmoid(x, out=buffer)", True),
+        ("mask[0] = 1", True),
+    ],
+)
+def test_gf004_needs_an_in_place_write(line: str, writes: bool) -> None:
+    source = f"import torch\nfrom torch import nn\nimport torch.nn.functional as F\n{line}\n"
+    assert ("GF004" in _wanted(source)) is writes
+
+
 def test_disabled_screen_wants_every_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(screen, "ENABLED", False)
-    assert _wanted(MODEL) == {"GF001", "GF002", "GF003"}
+    assert _wanted(MODEL) == set(RULES)
 
 
 # Each parses with LibCST; CPython refuses to compile every one.
@@ -140,9 +158,19 @@ def _notebook(*cells: str) -> bytes:
     return nbformat.writes(notebook).encode()
 
 
-def test_a_notebook_may_await_at_the_top_level() -> None:
-    result = process_notebook(_notebook("await asyncio.sleep(0)", TRAINING), ALL)
+@pytest.mark.parametrize(
+    "cell", ["await asyncio.sleep(0)", "from __future__ import print_function"]
+)
+def test_a_notebook_compiles_cell_by_cell(cell: str) -> None:
+    # IPython compiles each cell on its own: both are fine after the first cell.
+    result = process_notebook(_notebook("import asyncio", cell, TRAINING), ALL)
     assert result.error is None and result.findings
+
+
+def test_the_compilers_warnings_are_not_printed() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert syntax_error(b"x = 1\nprint(x is 1)\n") is None
 
 
 def test_a_notebook_cell_python_refuses_is_reported_in_its_cell() -> None:
