@@ -25,17 +25,22 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codemods import atomic, notebooks, pipeline, warm, workers
+from codemods import atomic, warm, workers
 from codemods.cache import Entry, ResultCache
 from codemods.findings import Finding, Tier
 from codemods.workers import Budget, BudgetExceeded, pool_context
+
+if TYPE_CHECKING:
+    from codemods import pipeline
 
 # Fewer files than this per worker process are not worth a worker's start-up.
 MIN_FILES_PER_WORKER = 16
 MAX_CHUNK = 32
 
 DEFAULT_BUDGET = Budget()
+NOTEBOOK_SUFFIX = ".ipynb"  # notebooks.SUFFIX, without loading what that module loads
 
 REPORT_HINT = "please report this to the gradfix maintainers, with the file if you can"
 
@@ -148,6 +153,10 @@ def process_bytes(
     must still hold `source`, and lie under `roots`); otherwise the rewritten bytes are
     returned in `new_source`. What the pipeline finds is recorded in `cache`. Never raises
     but BudgetExceeded."""
+    # Imported here, not above: LibCST and nbformat take longer to load than a warm run over
+    # thousands of files, which never needs them.
+    from codemods import notebooks
+
     try:
         return _process(path, source, select, mode, unsafe_fixes, write, cache, roots)
     except notebooks.NotebookWriteError as exc:
@@ -171,6 +180,8 @@ def _process(
     cache: ResultCache | None,
     roots: tuple[Path, ...] | None,
 ) -> FileResult:
+    from codemods import notebooks, pipeline
+
     options = pipeline.RunOptions(select, fix=mode is not Mode.CHECK, unsafe_fixes=unsafe)
     notebook = notebooks.is_notebook(path)
     result = _analyse(source, options, cache, notebook)
@@ -313,6 +324,8 @@ def _analyse(
     """The pipeline's result (through `notebooks` for a notebook's bytes), its findings and
     parse error recorded in `cache`: they are what a check of these bytes reports, whether or
     not the pipeline was also asked to fix."""
+    from codemods import notebooks, pipeline
+
     process = notebooks.process_notebook if notebook else pipeline.process_source
     result = process(source, options)
     if cache is not None:
@@ -342,7 +355,7 @@ def cached_result(task: FileTask, mode: Mode, unsafe_fixes: bool = False) -> Fil
         source = read_regular(task.path)
     except OSError:
         return None  # processing it reports the error
-    notebook = notebooks.is_notebook(task.path)
+    notebook = task.path.suffix.lower() == NOTEBOOK_SUFFIX
     entry = task.cache.load(source, task.select, unsafe_fixes, notebook)
     return None if entry is None else _from_entry(task, entry, mode, unsafe_fixes)
 

@@ -116,9 +116,9 @@ def _is_virtualenv(directory: Path) -> bool:
 
 def _walk(
     directory: Path, real: Path, stack: list[IgnoreFile], excludes: Sequence[IgnoreFile]
-) -> Iterator[Path]:
-    """Yield the files under `directory` (as given); `real` is its resolved path, which the
-    ignore patterns are matched against."""
+) -> Iterator[tuple[Path, Path]]:
+    """Yield the files under `directory` (as given), each with its real path; `real` is the
+    directory's resolved path, which the ignore patterns are matched against."""
     own = _read_gitignore(real)
     if own is not None:
         stack = [*stack, own]
@@ -143,7 +143,9 @@ def _walk(
             and not _decide(stack, real_path, is_dir=False)
             and not _decide(excludes, real_path, is_dir=False)
         ):
-            yield directory / entry.name
+            # Folders are never followed through links, so only a link's real path differs.
+            linked = entry.is_symlink()
+            yield directory / entry.name, Path(os.path.realpath(real_path)) if linked else real_path
 
 
 def _is_file(entry: os.DirEntry[str]) -> bool:
@@ -176,13 +178,14 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
             # Exclude patterns are relative to where they were given; a directory outside
             # that place gets them relative to itself.
             rebased = [e if real.is_relative_to(e.base) else e.rebase(real) for e in excludes]
-            found: Iterable[Path] = _walk(path, real, _parent_gitignores(real), rebased)
+            found: Iterable[tuple[Path, Path]] = _walk(
+                path, real, _parent_gitignores(real), rebased
+            )
         elif path.exists():
-            found = [path]
+            found = [(path, Path(os.path.realpath(path)))]  # unlike resolve, fine with loops
         else:
             raise PathNotFoundError(f"{path}: no such file or directory")
-        for file in found:
-            key = Path(os.path.realpath(file))  # unlike Path.resolve, never raises on a loop
+        for file, key in found:
             if key not in seen:
                 seen.add(key)
                 files.append(file)

@@ -50,10 +50,12 @@ class Budget:
 
 def pool_context() -> multiprocessing.context.BaseContext:
     # Not "fork": the caller may have threads (torch's, in tests), and forking those can
-    # deadlock. A fork server imports the pipeline once and forks ready workers from it.
+    # deadlock. A fork server imports the pipeline once (notebooks loads it) and forks ready
+    # workers from it.
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["codemods.forkserver_init", "codemods.engine"])
+        preload = ["codemods.forkserver_init", "codemods.engine", "codemods.notebooks"]
+        context.set_forkserver_preload(preload)
         return context
     return multiprocessing.get_context("spawn")
 
