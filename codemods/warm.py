@@ -36,6 +36,7 @@ MAX_RECORDS = 200_000  # beyond this, an index keeps only the files of the lates
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 
 Signature = tuple[int, ...]
+NOTHING_FOUND = encode_entry(Entry())
 
 
 def signature(path: Path) -> Signature | None:
@@ -97,6 +98,8 @@ class WarmIndex:
         record = self.records.get(key)
         if not isinstance(record, list) or len(record) != 2 or record[0] != list(metadata):
             return None
+        if record[1] == NOTHING_FOUND:  # most files: no need to decode anything
+            return Entry()
         entry = decode_entry(record[1])
         return entry if entry is not None and valid_entry(entry, select, None) else None
 
