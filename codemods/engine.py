@@ -229,7 +229,8 @@ def _write(
             "writes only under those; to fix it, name its real path on the command line",
         )
     try:
-        atomic.rewrite(real, source, new)
+        with workers.uninterruptible():  # never leave a half-written file behind
+            atomic.rewrite(real, source, new)
     except atomic.ReadOnlyError:
         return FileError(
             ErrorKind.NOT_FIXED,
@@ -409,9 +410,9 @@ def run(
 
 @contextlib.contextmanager
 def _pool(size: int, budget: Budget) -> Iterator[ProcessPoolExecutor]:
-    """A pool of `size` workers, started with a clean import path. On the way out, normally
-    or not (Ctrl-C, a closed generator), queued work is cancelled and the workers are ended
-    without waiting for the files they are on."""
+    """A pool of `size` workers, started with a clean import path. On a way out other than
+    the end of the work (Ctrl-C, a closed generator, an error), queued work is cancelled and
+    the workers are ended at once, without waiting for the files they are on."""
     with workers.clean_import_path():
         executor = ProcessPoolExecutor(
             max_workers=size,
@@ -422,6 +423,8 @@ def _pool(size: int, budget: Budget) -> Iterator[ProcessPoolExecutor]:
         try:
             yield executor
         except BaseException:
+            # The executor has no public way to end its workers at once; shutdown() alone
+            # waits for the chunks they are on.
             for process in list(getattr(executor, "_processes", {}).values()):
                 with contextlib.suppress(Exception):
                     process.kill()

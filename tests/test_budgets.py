@@ -3,6 +3,8 @@ up the run, and the other files are processed."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +14,7 @@ import pytest
 from engine_fakes import install
 from hostile import BUGGY
 
-from codemods import pipeline
+from codemods import pipeline, workers
 from codemods.engine import ErrorKind, FileTask, Mode, run
 from codemods.workers import Budget
 
@@ -110,3 +112,12 @@ def test_a_worker_cannot_take_more_than_its_memory_budget() -> None:
         [sys.executable, "-c", MEMORY_HOG], capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "MemoryError", result.stderr
+
+
+def test_a_write_in_progress_is_not_cut_short_by_ctrl_c_or_the_budget() -> None:
+    finished = []
+    with pytest.raises(KeyboardInterrupt), workers.time_budget(0.05), workers.uninterruptible():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # past the budget, and Ctrl-C is pending
+        finished.append(True)
+    assert finished == [True]
