@@ -479,7 +479,8 @@ def summary_lines(summary: Summary, fixing: bool, diff: bool) -> list[str]:
         )
     if summary.errors:
         lines.append(
-            f"{_plural(summary.errors, 'file')} could not be processed; see the errors above."
+            f"{_plural(summary.errors, 'file')} could not be processed in full; see the errors "
+            "above."
         )
     return lines
 
