@@ -30,8 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
@@ -41,6 +43,7 @@ from codemods import notebooks
 from codemods.walk import python_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def _parse(path: Path) -> bool:
@@ -54,46 +57,43 @@ def _parse(path: Path) -> bool:
     return True
 
 
-def time_libcst(files: list[Path], jobs: int) -> tuple[float, int]:
-    """Seconds to parse every file, and how many failed to parse."""
+def measure(run: Callable[[], T]) -> tuple[float, T]:
+    """Wall seconds (CPU time would miss the fork server's workers), and what `run` returned."""
     start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
+
+
+def parse_all(files: list[Path], jobs: int) -> int:
+    """Parse every file; how many failed to parse."""
     if jobs <= 1:
-        parsed = [_parse(path) for path in files]
-    else:
-        chunk = max(1, min(32, math.ceil(len(files) / (jobs * 4))))
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            parsed = list(pool.map(_parse, files, chunksize=chunk))
-    return time.perf_counter() - start, parsed.count(False)
+        return [_parse(path) for path in files].count(False)
+    chunk = max(1, min(32, math.ceil(len(files) / (jobs * 4))))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(_parse, files, chunksize=chunk)).count(False)
 
 
-def time_ruff(files: list[Path], jobs: int) -> float | None:
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        return None
+def run_ruff(ruff: str, files: list[Path], jobs: int) -> None:
     command = [ruff, "check", "--select", "ALL", "--no-cache", "--isolated", "--exit-zero"]
     environment = {**os.environ, "RAYON_NUM_THREADS": str(jobs)}
-    start = time.perf_counter()
     subprocess.run([*command, *map(str, files)], capture_output=True, env=environment)
-    return time.perf_counter() - start
 
 
-def time_gradfix(
+def run_gradfix(
     files: list[Path], jobs: int, *, cache: bool = False, screen: bool = True, cwd: Path
-) -> tuple[float, list[dict]]:
-    """Seconds for `gradfix check` with every rule, and its JSON records."""
+) -> list[dict]:
+    """`gradfix check` with every rule: its JSON records."""
     command = [sys.executable, str(REPO_ROOT / "cli.py"), "check", "--format", "json"]
     command += ["-j", str(jobs), *([] if cache else ["--no-cache"])]
     environment = dict(os.environ)
     if not screen:
         environment["GRADFIX_NO_SCREEN"] = "1"
-    start = time.perf_counter()
     run = subprocess.run(
         [*command, *map(str, files)], capture_output=True, env=environment, cwd=cwd
     )
-    elapsed = time.perf_counter() - start
     if run.returncode not in (0, 1, 2):
         sys.exit(f"gradfix failed ({run.returncode}):\n{run.stderr.decode()}")
-    return elapsed, json.loads(run.stdout)
+    return json.loads(run.stdout)
 
 
 def _default_root() -> Path:
@@ -124,28 +124,31 @@ def main() -> None:
     lines = sum(path.read_bytes().count(b"\n") for path in files)
     print(f"{len(files)} files, {lines} lines, {args.jobs} processes, load {os.getloadavg()}")
 
-    libcst_seconds, unparsable = time_libcst(files, args.jobs)
-    ruff_seconds = time_ruff(files, args.jobs)
-    rows: list[tuple[str, float]] = [("libcst.parse_module", libcst_seconds)]
-    if ruff_seconds is not None:
-        rows.append(("ruff check --select ALL", ruff_seconds))
+    rows: list[tuple[str, float]] = []
+    seconds, unparsable = measure(lambda: parse_all(files, args.jobs))
+    rows.append(("libcst.parse_module", seconds))
+    ruff = shutil.which("ruff")
+    if ruff is not None:
+        rows.append(
+            ("ruff check --select ALL", measure(lambda: run_ruff(ruff, files, args.jobs))[0])
+        )
     with tempfile.TemporaryDirectory() as directory:
-        run = functools.partial(time_gradfix, files, args.jobs, cwd=Path(directory))
-        seconds, records = run()
+        run = functools.partial(run_gradfix, files, args.jobs, cwd=Path(directory))
+        seconds, records = measure(run)
         rows.append(("gradfix check --no-cache", seconds))
         if args.no_screen:
-            unscreened_seconds, unscreened = run(screen=False)
-            rows.append(("  without the ast screens", unscreened_seconds))
+            seconds, unscreened = measure(lambda: run(screen=False))
+            rows.append(("  without the ast screens", seconds))
         if args.warm:
-            rows.append(("  filling the cache", run(cache=True)[0]))
-            rows.append(("  warm cache", run(cache=True)[0]))
+            rows.append(("  filling the cache", measure(lambda: run(cache=True))[0]))
+            rows.append(("  warm cache", measure(lambda: run(cache=True))[0]))
 
     print(f"{'':28}{'seconds':>9}{'files/s':>9}{'x libcst':>10}{'x ruff':>8}")
-    for label, elapsed in rows:
-        versus_ruff = f"{elapsed / ruff_seconds:8.2f}" if ruff_seconds else f"{'-':>8}"
+    for label, seconds in rows:
+        versus_ruff = f"{seconds / rows[1][1]:8.2f}" if ruff is not None else f"{'-':>8}"
         print(
-            f"{label:28}{elapsed:9.2f}{len(files) / elapsed:9.0f}"
-            f"{elapsed / libcst_seconds:10.2f}{versus_ruff}"
+            f"{label:28}{seconds:9.2f}{len(files) / seconds:9.0f}"
+            f"{seconds / rows[0][1]:10.2f}{versus_ruff}"
         )
     errors = [r for r in records if r["rule"] is None]
     crashed = [r for r in errors if "internal error" in r["message"]]
