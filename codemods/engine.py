@@ -392,17 +392,13 @@ def run(
         futures: list[Future[list[FileResult]]] = [
             executor.submit(_process_chunk, chunk, mode, unsafe_fixes, budget) for chunk in chunks
         ]
-        try:
-            for future in futures:
-                try:
-                    results = future.result()
-                except BrokenProcessPool:
-                    break
-                done += len(results)
-                yield from results
-        finally:
-            for future in futures:
-                future.cancel()
+        for future in futures:
+            try:
+                results = future.result()
+            except BrokenProcessPool:
+                break
+            done += len(results)
+            yield from results
     # A worker died (killed, or a crash in native code) and took every unfinished chunk with
     # it: redo those files one at a time, each alone in a worker, to single out the culprit.
     yield from _run_isolated(tasks[done:], mode, unsafe_fixes, budget)
@@ -413,10 +409,11 @@ def _pool(size: int, budget: Budget) -> Iterator[ProcessPoolExecutor]:
     """A pool of `size` workers, started with a clean import path. On a way out other than
     the end of the work (Ctrl-C, a closed generator, an error), queued work is cancelled and
     the workers are ended at once, without waiting for the files they are on."""
-    with workers.clean_import_path():
+    context = pool_context()
+    with workers.clean_start(context):
         executor = ProcessPoolExecutor(
             max_workers=size,
-            mp_context=pool_context(),
+            mp_context=context,
             initializer=workers.start_worker,
             initargs=(os.getpid(), budget),
         )
@@ -424,13 +421,14 @@ def _pool(size: int, budget: Budget) -> Iterator[ProcessPoolExecutor]:
             yield executor
         except BaseException:
             # The executor has no public way to end its workers at once; shutdown() alone
-            # waits for the chunks they are on.
+            # waits for the chunks they are on. Their futures are left to the executor, which
+            # fails them as its workers die (cancelling them here races with that).
             for process in list(getattr(executor, "_processes", {}).values()):
                 with contextlib.suppress(Exception):
                     process.kill()
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=False)
             raise
-        executor.shutdown()
+        executor.shutdown(cancel_futures=True)  # after a dead worker: what it took with it
 
 
 def run_cached(

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 WATCH_SECONDS = 0.5
@@ -61,15 +61,20 @@ def pool_context() -> multiprocessing.context.BaseContext:
 
 
 @contextlib.contextmanager
-def clean_import_path() -> Iterator[None]:
-    """While active, Python processes started by multiprocessing do not put the current
-    directory on their import path."""
+def clean_start(context: multiprocessing.context.BaseContext) -> Iterator[None]:
+    """While active, the Python processes that multiprocessing starts do not put the current
+    directory on their import path. A fork server is started here (with it, the resource
+    tracker) with Ctrl-C blocked: it and every worker it forks never see Ctrl-C, not even
+    while they load their modules; gradfix stops them itself."""
     saved = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
-        if sys.version_info < (3, 11):  # no safe-path mode: start the servers from nowhere
-            with tempfile.TemporaryDirectory() as empty, _working_directory(empty):
-                forkserver.ensure_running()
+        if context.get_start_method() == "forkserver":
+            with _launch_folder():
+                # Started first and on its own: starting, it unblocks Ctrl-C in this process.
+                resource_tracker.ensure_running()
+                with _ctrl_c_blocked():
+                    forkserver.ensure_running()
         yield
     finally:
         if saved is None:
@@ -79,13 +84,29 @@ def clean_import_path() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _working_directory(path: str) -> Iterator[None]:
-    previous = os.getcwd()
-    os.chdir(path)
+def _ctrl_c_blocked() -> Iterator[None]:
+    """Ctrl-C waits until the block ends; processes started in it inherit the block."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        os.chdir(previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def _launch_folder() -> Iterator[None]:
+    """Where the fork server starts: anywhere on Python 3.11+, whose safe-path mode keeps the
+    current directory off its import path; on 3.10, which lacks it, an empty folder."""
+    if sys.version_info >= (3, 11):
+        yield
+        return
+    previous = os.getcwd()
+    with tempfile.TemporaryDirectory() as empty:
+        os.chdir(empty)
+        try:
+            yield
+        finally:
+            os.chdir(previous)
 
 
 def start_worker(parent: int, budget: Budget) -> None:
@@ -157,8 +178,5 @@ def uninterruptible() -> Iterator[None]:
     only when the block ends."""
     if threading.current_thread() is threading.main_thread():
         signal.setitimer(signal.ITIMER_REAL, 0)
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    with _ctrl_c_blocked():
         yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
