@@ -1,107 +1,164 @@
-"""Time gradfix against plain LibCST parsing over the same files.
+"""Time `gradfix check` against bare LibCST parsing and against Ruff, over the same files.
 
-    python bench/bench.py [ROOT] [--jobs N]
+    python bench/bench.py [PATH ...] [--jobs N] [--no-screen] [--warm]
 
-ROOT defaults to the installed torch package, N to the CPU count. (a) parses every file with
-`libcst.parse_module`, (b) runs `gradfix check` with all rules through the engine and an empty
-result cache (cold), which it fills, both with N worker processes; (c) runs the same check
-again (warm), as a rerun over an unchanged repository does: the cache answers for every file.
-Files that crash the analysis are listed at the end.
+PATHs (files or directories; default: the installed torch package) are walked as gradfix walks
+them, and every tool gets the resulting list of files, with N processes (default: the CPU
+count), in one run:
+
+- `libcst.parse_module` on every file (a notebook's code cells joined, as gradfix parses them);
+- `ruff check --select ALL --no-cache --isolated`, its output discarded (Ruff runs threads:
+  `RAYON_NUM_THREADS=N`), when `ruff` is on PATH;
+- `gradfix check --no-cache --format json`, as a user runs it, cold;
+- with `--no-screen`, the same with `GRADFIX_NO_SCREEN=1` (every file that passes the text
+  pre-check is parsed by LibCST): what the `ast` screens save, and whether the findings are
+  the same without them (they must be);
+- with `--warm`, a run that fills the result cache in a temporary folder and a rerun answered
+  from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
+import json
 import math
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import libcst
 
-from codemods.cache import ResultCache
-from codemods.engine import ErrorKind, FileTask, Mode, pool_context, run_cached
-from codemods.rules import RULES
+from codemods import notebooks
 from codemods.walk import python_files
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def _parse(path: Path) -> bool:
     try:
-        libcst.parse_module(path.read_bytes())
+        source = path.read_bytes()
+        if notebooks.is_notebook(path):
+            source = notebooks.read(source).code.encode()
+        libcst.parse_module(source)
     except Exception:
         return False
     return True
 
 
-def time_libcst(files: list[Path], jobs: int) -> tuple[float, int]:
-    """Seconds to parse every file, and how many failed to parse."""
+def measure(run: Callable[[], T]) -> tuple[float, T]:
+    """Wall seconds (CPU time would miss the fork server's workers), and what `run` returned."""
     start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
+
+
+def parse_all(files: list[Path], jobs: int) -> int:
+    """Parse every file; how many failed to parse."""
     if jobs <= 1:
-        parsed = [_parse(path) for path in files]
-    else:
-        chunk = max(1, min(32, math.ceil(len(files) / (jobs * 4))))
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=pool_context()) as pool:
-            parsed = list(pool.map(_parse, files, chunksize=chunk))
-    return time.perf_counter() - start, parsed.count(False)
+        return [_parse(path) for path in files].count(False)
+    chunk = max(1, min(32, math.ceil(len(files) / (jobs * 4))))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(_parse, files, chunksize=chunk)).count(False)
 
 
-def time_gradfix(files: list[Path], jobs: int, cache: ResultCache) -> tuple[float, list[str], int]:
-    """Seconds for a check with all rules, the files that crashed it, and the findings."""
-    tasks = [FileTask(path, frozenset(RULES), cache) for path in files]
-    start = time.perf_counter()
-    results = list(run_cached(tasks, Mode.CHECK, jobs=jobs))
-    elapsed = time.perf_counter() - start
-    crashed = [
-        f"{r.path}: {r.error.message}"
-        for r in results
-        if r.error is not None and r.error.kind is ErrorKind.INTERNAL
-    ]
-    return elapsed, crashed, sum(len(r.findings) for r in results)
+def run_ruff(ruff: str, files: list[Path], jobs: int) -> None:
+    command = [ruff, "check", "--select", "ALL", "--no-cache", "--isolated", "--exit-zero"]
+    environment = {**os.environ, "RAYON_NUM_THREADS": str(jobs)}
+    subprocess.run([*command, *map(str, files)], capture_output=True, env=environment)
+
+
+def run_gradfix(
+    files: list[Path], jobs: int, *, cache: bool = False, screen: bool = True, cwd: Path
+) -> list[dict]:
+    """`gradfix check` with every rule: its JSON records."""
+    command = [sys.executable, str(REPO_ROOT / "cli.py"), "check", "--format", "json"]
+    command += ["-j", str(jobs), *([] if cache else ["--no-cache"])]
+    environment = dict(os.environ)
+    if not screen:
+        environment["GRADFIX_NO_SCREEN"] = "1"
+    run = subprocess.run(
+        [*command, *map(str, files)], capture_output=True, env=environment, cwd=cwd
+    )
+    if run.returncode not in (0, 1, 2):
+        sys.exit(f"gradfix failed ({run.returncode}):\n{run.stderr.decode()}")
+    return json.loads(run.stdout)
 
 
 def _default_root() -> Path:
     spec = importlib.util.find_spec("torch")  # its location, without importing it
     if spec is None or spec.origin is None:
-        sys.exit("torch is not installed: give the directory to benchmark")
+        sys.exit("torch is not installed: give the paths to benchmark")
     return Path(spec.origin).parent
+
+
+def _findings(records: list[dict]) -> list[tuple]:
+    return sorted(
+        (r["path"], r.get("cell") or 0, r["line"], r["column"], r["rule"], r["message"])
+        for r in records
+        if r["rule"] is not None
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", nargs="?", type=Path, help="default: the torch package")
+    parser.add_argument("paths", nargs="*", type=Path, help="default: the torch package")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-screen", action="store_true", help="also time without screens")
+    parser.add_argument("--warm", action="store_true", help="also time a warm-cache rerun")
     args = parser.parse_args()
-    root = args.root or _default_root()
+    paths = [path.resolve() for path in args.paths or [_default_root()]]
 
-    files = python_files([root])
+    files = python_files(paths)
     lines = sum(path.read_bytes().count(b"\n") for path in files)
-    print(f"{root}: {len(files)} files, {lines} lines, {args.jobs} processes")
+    print(f"{len(files)} files, {lines} lines, {args.jobs} processes, load {os.getloadavg()}")
 
-    libcst_seconds, unparsable = time_libcst(files, args.jobs)
+    rows: list[tuple[str, float]] = []
+    seconds, unparsable = measure(lambda: parse_all(files, args.jobs))
+    rows.append(("libcst.parse_module", seconds))
+    ruff = shutil.which("ruff")
+    if ruff is not None:
+        rows.append(
+            ("ruff check --select ALL", measure(lambda: run_ruff(ruff, files, args.jobs))[0])
+        )
     with tempfile.TemporaryDirectory() as directory:
-        cache = ResultCache.at(Path(directory))
-        gradfix_seconds, crashed, findings = time_gradfix(files, args.jobs, cache)
-        warm_seconds, _, warm_findings = time_gradfix(files, args.jobs, cache)
+        run = functools.partial(run_gradfix, files, args.jobs, cwd=Path(directory))
+        seconds, records = measure(run)
+        rows.append(("gradfix check --no-cache", seconds))
+        if args.no_screen:
+            seconds, unscreened = measure(lambda: run(screen=False))
+            rows.append(("  without the ast screens", seconds))
+        if args.warm:
+            rows.append(("  filling the cache", measure(lambda: run(cache=True))[0]))
+            rows.append(("  warm cache", measure(lambda: run(cache=True))[0]))
 
-    print(f"{'':28}{'seconds':>10}{'files/s':>10}{'lines/s':>12}")
-    for label, seconds in [
-        ("libcst.parse_module", libcst_seconds),
-        ("gradfix check (cold cache)", gradfix_seconds),
-        ("gradfix check (warm cache)", warm_seconds),
-    ]:
-        print(f"{label:28}{seconds:10.2f}{len(files) / seconds:10.1f}{lines / seconds:12.0f}")
-    print(f"ratio gradfix/libcst: {gradfix_seconds / libcst_seconds:.2f}")
-    print(f"ratio warm/cold: {warm_seconds / gradfix_seconds:.3f}")
-    print(f"findings: {findings} (warm: {warm_findings}); files LibCST cannot parse: {unparsable}")
-    print(f"files that crashed the analysis: {len(crashed)}")
-    for line in crashed:
-        print(f"  {line}")
+    print(f"{'':28}{'seconds':>9}{'files/s':>9}{'x libcst':>10}{'x ruff':>8}")
+    for label, seconds in rows:
+        versus_ruff = f"{seconds / rows[1][1]:8.2f}" if ruff is not None else f"{'-':>8}"
+        print(
+            f"{label:28}{seconds:9.2f}{len(files) / seconds:9.0f}"
+            f"{seconds / rows[0][1]:10.2f}{versus_ruff}"
+        )
+    errors = [r for r in records if r["rule"] is None]
+    crashed = [r for r in errors if "internal error" in r["message"]]
+    print(f"findings: {len(_findings(records))}; files LibCST cannot parse: {unparsable}")
+    print(f"files reported as errors: {len(errors)}, of which crashed the analysis: {len(crashed)}")
+    for record in crashed:
+        print(f"  {record['path']}: {record['message']}")
+    if args.no_screen:
+        same = _findings(records) == _findings(unscreened)
+        print(f"findings without the screens: {len(_findings(unscreened))}, identical: {same}")
 
 
 if __name__ == "__main__":

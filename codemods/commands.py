@@ -19,7 +19,7 @@ from codemods import __version__, engine, output, rules
 from codemods.cache import CACHE_DIR, ResultCache
 from codemods.config import ConfigError, Settings, load_config, resolve_settings, split_codes
 from codemods.engine import ErrorKind, FileError, FileResult, FileTask, Mode
-from codemods.walk import PathNotFoundError, python_files
+from codemods.walk import PathNotFoundError, python_files, write_roots
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -178,7 +178,8 @@ def _inputs(
         _fail(str(exc))
     if not files and not unreachable:
         typer.echo(f"gradfix: warning: no Python files found under {', '.join(paths)}", err=True)
-    tasks = [FileTask(path, settings.rules_for(path)) for path in files]
+    roots = write_roots(reachable)  # fixes are written only under the paths given
+    tasks = [FileTask(path, settings.rules_for(path), roots=roots) for path in files]
     return Inputs(settings, tasks, None, unreachable=unreachable)
 
 

@@ -14,6 +14,8 @@ the first path given (or the current directory).
 
 from __future__ import annotations
 
+import os
+import reprlib
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -69,8 +71,14 @@ class Settings:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above `start` that has a `[tool.gradfix]` table."""
-    start = start.resolve()
+    """The nearest pyproject.toml at or above `start` that has a `[tool.gradfix]` table.
+
+    Files that never mention gradfix are passed over unparsed: a parent directory's
+    pyproject.toml belongs to someone else, and its errors are none of gradfix's business."""
+    try:
+        start = start.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: the walk reports the path itself
+        start = Path(os.path.abspath(start))
     directory = start if start.is_dir() else start.parent
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / "pyproject.toml"
@@ -80,16 +88,34 @@ def find_pyproject(start: Path) -> Path | None:
 
 
 def _gradfix_table(pyproject: Path) -> dict[str, Any] | None:
+    """The file's `[tool.gradfix]` table; None when it has none."""
     try:
-        with pyproject.open("rb") as f:
-            data = tomllib.load(f)
+        data = pyproject.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{pyproject}: cannot read: {exc.strerror or exc}") from exc
+    if b"gradfix" not in data:  # no table of that name can be in it: do not parse it
+        return None
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{pyproject}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x} cannot be decoded); "
+            "TOML files must be UTF-8: save it as UTF-8"
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: invalid TOML: {exc}; fix the file") from exc
-    except OSError as exc:
-        raise ConfigError(f"{pyproject}: cannot read: {exc}") from exc
-    table = data.get("tool", {}).get("gradfix")
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(
+            f"{pyproject}: `tool` must be a table, got {reprlib.repr(tool)}; fix the file"
+        )
+    table = tool.get("gradfix")
     if table is not None and not isinstance(table, dict):
-        raise ConfigError(f"{pyproject}: `tool.gradfix` must be a table")
+        raise ConfigError(
+            f"{pyproject}: `tool.gradfix` must be a table, got {reprlib.repr(table)}; write the "
+            "settings under a [tool.gradfix] header"
+        )
     return table
 
 

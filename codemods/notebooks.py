@@ -4,10 +4,14 @@ A notebook runs its code cells in order, in one namespace, so gradfix analyses t
 module: a loss defined in one cell and accumulated by a loop in another is one finding. IPython
 syntax (line magics, `!shell`, `?help`, `obj?`) is not Python: each such line becomes a
 placeholder line (`pass`, or a comment) in the joined source, so that every joined line still
-maps to one (cell, line) and IPython lines are neither analysed nor touched. A cell magic whose
+maps to one (cell, line) and IPython lines are neither analysed nor touched; a line magic or
+shell line ending in a backslash continues on the next line, as in IPython. A cell magic whose
 body runs once as ordinary Python in the notebook's namespace (`%%time`, `%%capture`) keeps its
 body analysed; any other cell magic (`%%bash`, `%%writefile`, ...) hides its whole cell, as
-does a cell indented as a whole (IPython dedents it before running it).
+does a cell indented as a whole (IPython dedents it before running it). A code cell that does
+not parse (an exercise left as `criterion = # TODO`) is reported, and replaced in the joined
+source by placeholder lines after which the names it mentions are unknown; the other cells are
+analysed and fixed. Only notebooks whose language is Python are read at all.
 
 The file is read with nbformat. Writing back changes only the sources of the edited cells.
 nbformat's own writer would re-indent with one space, sort the keys, split every string into
@@ -19,16 +23,18 @@ reproduce byte for byte (written with other JSON conventions) is never rewritten
 
 from __future__ import annotations
 
+import ast
 import bisect
 import difflib
 import io
 import itertools
 import json
+import keyword
 import re
 import secrets
 import tokenize
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -53,6 +59,9 @@ _IPYTHON_LINE = re.compile(
 )
 # Parsers honour a coding declaration on the first two lines of bytes; a cell is text.
 _CODING = re.compile(r"[ \t\f]*#.*?coding[:=]")
+_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # IPython runs `await f()` in a cell
+# Every identifier but an attribute's: what a cell that does not parse may bind or use.
+_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
 _POSITION = re.compile(r"(\d+):(\d+): (.*)", re.DOTALL)
 # A rule's message pointing at another line: `(line 12)`, `(`h = trunk(x)`, line 12)`.
 _LINE_REFERENCE = re.compile(r"\bline (\d+)(?=\))")
@@ -158,15 +167,59 @@ class Notebook:
         style = _Style.of(self.text)
         return style if style.dump(self.document) == self.text else None
 
-    def syntax_error(self) -> str | None:
-        """`cell N:LINE:COL: parse error: ...` for the first code cell that does not parse on
+    def syntax_errors(self) -> dict[int, str]:
+        """`LINE:COL: parse error: ...` of every code cell (by index) that does not parse on
         its own, as IPython runs it (joined, a block header at the end of one cell would take
         the next cell as its body)."""
+        errors = {}
         for cell, lines in itertools.groupby(self.lines, key=lambda line: line.cell):
-            error = pipeline.syntax_error("".join(line.python for line in lines).encode())
+            code = "".join(line.python for line in lines).encode()
+            error = pipeline.syntax_error(code, top_level_await=True)
             if error is not None:
-                return f"cell {cell + 1}:{error}"
-        return None
+                errors[cell] = error
+        return errors
+
+    def without(self, cells: Collection[int]) -> Notebook:
+        """The notebook with `cells` (which do not parse) replaced by placeholder lines: the
+        first binds every name the cell mentions, except imported ones, to what an unknown
+        function returns when given them (`a = b = _gradfix_unparsed_cell(a, b)`), the
+        others are comments. The analysis then knows nothing of those names after the cell,
+        and sees their earlier values go to code it cannot see, as the cell, once it runs,
+        may use and rebind them; line numbers stay those of the cell."""
+        imported = self._imported_names(cells)
+        lines = list(self.lines)
+        for cell in cells:
+            indices = [i for i, line in enumerate(lines) if line.cell == cell]
+            text = "".join(lines[i].python for i in indices)
+            names = sorted(
+                name
+                for name in set(_NAME.findall(text))
+                if not keyword.iskeyword(name) and name not in imported and name != "__debug__"
+            )
+            first, *rest = indices
+            binding = f"{' = '.join(names)} = _gradfix_unparsed_cell({', '.join(names)})"
+            python = (binding if names else "#") + _end(lines[first].text)
+            lines[first] = replace(lines[first], python=python)
+            for i in rest:
+                lines[i] = replace(lines[i], python=_comment(lines[i].text))
+        return replace(self, lines=tuple(lines))
+
+    def _imported_names(self, broken: Collection[int]) -> set[str]:
+        """The names the cells other than `broken` bind by importing: modules and what the
+        analysis knows through them (`torch.no_grad`) are kept out of the placeholders."""
+        names = set()
+        for cell, lines in itertools.groupby(self.lines, key=lambda line: line.cell):
+            if cell in broken:
+                continue
+            code = "".join(line.python for line in lines)
+            try:
+                tree = compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | _TOP_LEVEL_AWAIT)
+            except (SyntaxError, ValueError):  # newer syntax than this Python's, that LibCST reads
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return names
 
     def cell_error(self, error: str) -> str:
         """A `LINE:COL: ...` error of the joined source (LibCST rejects some code that Python's
@@ -375,17 +428,25 @@ def read(source: bytes) -> Notebook:
     if not all(isinstance(source, str) for source in sources):
         raise NotebookError("1:1: parse error: not a notebook: a cell's source is not text")
     code = [i for i, cell in enumerate(cells) if cell.get("cell_type") == "code"]
-    metadata = model.get("metadata", {})
-    language = metadata.get("kernelspec", {}).get("language") or metadata.get(
-        "language_info", {}
-    ).get("name", "python")
     return Notebook(
         text,
         json.loads(text),
         sources,
         tuple(_code_lines(code, sources)),
-        str(language).lower().startswith(("python", "ipython")),
+        _language(model.get("metadata")).lower().startswith(("python", "ipython")),
     )
+
+
+def _language(metadata: Any) -> str:
+    """The notebook's language: what its kernel reported (`language_info.name`), else what
+    its kernelspec declares, else Python. Tools write either table as null or leave keys
+    out (`"kernelspec": null`; a Julia notebook never run has a kernelspec only)."""
+    for table, key in (("language_info", "name"), ("kernelspec", "language")):
+        section = metadata.get(table) if isinstance(metadata, dict) else None
+        value = section.get(key) if isinstance(section, dict) else None
+        if isinstance(value, str) and value.strip():
+            return value
+    return "python"
 
 
 def _stored(stored: str | list[str], source: str) -> str | list[str]:
@@ -431,12 +492,19 @@ def _python_lines(texts: Sequence[str]) -> list[str]:
     if texts[first][0] in " \t" or (magic and magic[1] not in PYTHON_CELL_MAGICS):
         return [_comment(text) for text in texts]
     lines = [_ended(text) for text in texts]
+    continued = False  # the line before is an IPython line that ends in a backslash
     for index, text in enumerate(texts):
         if magic and index == first:
+            lines[index] = _comment(text)
+            continue
+        if continued:  # IPython runs it as part of that line (`!cmd --a x \` then `--b y`)
             lines[index] = _comment(text)
         elif _IPYTHON_LINE.match(text) and _starts_statement("".join(lines[:index])):
             indent = text[: len(text) - len(text.lstrip(" \t"))]
             lines[index] = indent + "pass" + _end(text)
+        else:
+            continue
+        continued = text.rstrip("\r\n").endswith("\\")
     return lines
 
 
@@ -497,10 +565,10 @@ def process_notebook(source: bytes, options: pipeline.RunOptions) -> pipeline.So
         return pipeline.SourceResult(error=str(error))
     if not notebook.is_python:
         return pipeline.SourceResult()
-    error = notebook.syntax_error()
-    if error is not None:
-        return pipeline.SourceResult(error=error)
-    result = pipeline.process_source(notebook.code.encode("utf-8"), options)
+    broken = notebook.syntax_errors()
+    if broken:
+        notebook = notebook.without(broken)
+    result = pipeline.process_source(notebook.code.encode("utf-8"), options, notebook=True)
     if result.error is not None:
         return replace(result, error=notebook.cell_error(result.error))
     cells = notebook.in_cells(result.findings)
@@ -511,5 +579,18 @@ def process_notebook(source: bytes, options: pipeline.RunOptions) -> pipeline.So
         findings=[cells[finding] for finding in result.findings],
         fixed=[cells[finding] for finding in result.fixed],
         new_source=new_source,
+        error=_cells_error(broken) if broken else None,
         parsed=result.parsed,
     )
+
+
+def _cells_error(errors: Mapping[int, str]) -> str:
+    """`cell N:LINE:COL: parse error: ...` for the first cell that does not parse, naming the
+    others that do not either."""
+    (first, error), *others = sorted(errors.items())
+    text = f"cell {first + 1}:{error}"
+    if others:
+        numbers = ", ".join(str(cell + 1) for cell, _ in others)
+        text += f"; {'cells' if len(others) > 1 else 'cell'} {numbers} "
+        text += f"{'do' if len(others) > 1 else 'does'} not parse either"
+    return text

@@ -6,6 +6,8 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import os
+import re
 import sys
 import tokenize
 from collections import Counter
@@ -32,11 +34,20 @@ TIER_LABELS = {
 }
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
-PARSE_ADVICE = "the file was skipped; fix the syntax error, or exclude the file with --exclude"
+PARSE_ADVICE = "the {} was skipped; fix the syntax error, or exclude the file with --exclude"
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return _visible(" ".join(text.split()))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """`text` with control characters written as `\\x1b`: a file name or a line of code from
+    the checked tree must not move the cursor, recolour or retitle the user's terminal."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
 
 
 def _sorted(findings: Sequence[Finding]) -> list[Finding]:
@@ -52,7 +63,10 @@ def _where(cell: int | None, line: int, column: int | None = None) -> str:
 def error_text(error: FileError) -> str:
     """`parse error: <what> (<what to do>)`, on one line."""
     text = f"{error.kind.value}: {_one_line(error.message)}"
-    return f"{text} ({PARSE_ADVICE})" if error.kind is ErrorKind.PARSE else text
+    if error.kind is not ErrorKind.PARSE:
+        return text
+    # In a notebook, only the cell that does not parse is left out of the analysis.
+    return f"{text} ({PARSE_ADVICE.format('file' if error.cell is None else 'cell')})"
 
 
 def fix_shown(finding: Finding, unsafe_fixes: bool) -> bool:
@@ -68,13 +82,14 @@ def text_lines(results: Sequence[FileResult], unsafe_fixes: bool) -> Iterator[st
     current settings) and `path:line:col: parse error: ...` per file that failed; in a
     notebook, `path:cell N:line:col: ...`."""
     for result in results:
+        path = _visible(str(result.path))
         if result.error is not None:
             e = result.error
-            yield f"{result.path}:{_where(e.cell, e.line, e.column)}: {error_text(e)}"
+            yield f"{path}:{_where(e.cell, e.line, e.column)}: {error_text(e)}"
         for f in _sorted(result.findings):
             marker = " [*]" if fix_shown(f, unsafe_fixes) else ""
             where = _where(f.cell, f.line, f.column)
-            yield f"{result.path}:{where}: {f.rule}{marker} {_one_line(f.message)}"
+            yield f"{path}:{where}: {f.rule}{marker} {_one_line(f.message)}"
 
 
 # --- json -----------------------------------------------------------------------------------
@@ -142,7 +157,26 @@ def json_records(results: Sequence[FileResult]) -> list[dict[str, Any]]:
 
 
 def render_json(results: Sequence[FileResult]) -> str:
-    return json.dumps(json_records(results), indent=2) + "\n"
+    return json.dumps(valid_unicode(json_records(results)), indent=2) + "\n"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(data: Any) -> Any:
+    """`data` (JSON-ready) with every lone surrogate in its strings replaced by U+FFFD.
+
+    Python keeps each byte of a file name that is not UTF-8 as a lone surrogate (U+DC80 to
+    U+DCFF); JSON text carrying one (`"\\udce9"`) is rejected or mangled by strict parsers, so
+    JSON and SARIF name such a file with one U+FFFD per undecodable byte. SARIF URIs keep the
+    exact bytes, percent-encoded."""
+    if isinstance(data, str):
+        return _SURROGATE.sub("\ufffd", data)
+    if isinstance(data, list):
+        return [valid_unicode(item) for item in data]
+    if isinstance(data, dict):
+        return {key: valid_unicode(value) for key, value in data.items()}
+    return data
 
 
 # --- GitHub Actions -------------------------------------------------------------------------
@@ -190,7 +224,8 @@ def _gh_warning(file: str, f: Finding) -> str:
 
 
 def _uri(path: Path) -> str:
-    return path.as_uri() if path.is_absolute() else quote(path.as_posix())
+    # From the name's bytes: one that is not UTF-8 is percent-encoded byte by byte, exactly.
+    return path.as_uri() if path.is_absolute() else quote(os.fsencode(path.as_posix()))
 
 
 def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
@@ -313,7 +348,7 @@ def sarif_log(
 
 
 def render_sarif(results: Sequence[FileResult], rules: Mapping[str, Rule], version: str) -> str:
-    return json.dumps(sarif_log(results, rules, version), indent=2) + "\n"
+    return json.dumps(valid_unicode(sarif_log(results, rules, version)), indent=2) + "\n"
 
 
 # --- diff -----------------------------------------------------------------------------------
@@ -339,7 +374,7 @@ def render_diff(result: FileResult) -> str:
     per finding whose fix it applies (patch tools skip such lines). A notebook gets one diff
     per changed cell, of the cell's source, under `path:cell N` headers."""
     assert result.source is not None and result.new_source is not None
-    name = result.path.as_posix()
+    name = _visible(result.path.as_posix())
     reasons = "".join(
         f"# {name}:{_where(f.cell, f.line)}: {f.rule} {_one_line(f.message)}\n"
         for f in _sorted(result.fixed)
@@ -444,7 +479,8 @@ def summary_lines(summary: Summary, fixing: bool, diff: bool) -> list[str]:
         )
     if summary.errors:
         lines.append(
-            f"{_plural(summary.errors, 'file')} could not be processed; see the errors above."
+            f"{_plural(summary.errors, 'file')} could not be processed in full; see the errors "
+            "above."
         )
     return lines
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ast
 import sys
+import warnings
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from codemods import screen
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
 from codemods.rules import RULES, RuleFinding
@@ -46,7 +48,12 @@ RECURSION_LIMIT = 20_000
 MAX_EXTRA_ROUNDS = 3
 
 
-def process_source(source: bytes, options: RunOptions, round_: int = 0) -> SourceResult:
+def process_source(
+    source: bytes, options: RunOptions, *, notebook: bool = False, round_: int = 0
+) -> SourceResult:
+    """`notebook`: the joined code cells of a notebook, each compile-checked on its own already
+    (IPython compiles cell by cell: `await` at the top level, `from __future__` in a later
+    cell), so the joined code is not. `round_`: how many fix rounds ran before this one."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     text = source.decode("utf-8", errors="replace")
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
@@ -54,8 +61,13 @@ def process_source(source: bytes, options: RunOptions, round_: int = 0) -> Sourc
         rules = [rule for rule in rules if rule.may_apply(text)]
     else:
         rules = []  # nothing here can be proven graph-attached
+    error = None if notebook else syntax_error(source)
+    if error is not None or not rules:
+        return SourceResult(error=error)  # a file Python refuses is never rewritten
+    wanted = screen.rules_wanted(source, text, [rule.code for rule in rules])
+    rules = [rule for rule in rules if rule.code in wanted]
     if not rules:
-        return SourceResult(error=syntax_error(source))
+        return SourceResult()
     try:
         module = cst.parse_module(source)
     except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
@@ -93,24 +105,28 @@ def process_source(source: bytes, options: RunOptions, round_: int = 0) -> Sourc
         if new_source != source:
             result.new_source = new_source
     if overlapped and result.new_source is not None and round_ < MAX_EXTRA_ROUNDS:
-        again = process_source(result.new_source, options, round_ + 1)
+        again = process_source(result.new_source, options, notebook=notebook, round_=round_ + 1)
         if again.new_source is not None:
             result.new_source = again.new_source
             result.fixed.extend(again.fixed)  # at their positions in the intermediate file
     return result
 
 
-def syntax_error(source: bytes) -> str | None:
-    """A parse error in a file no rule needs to parse, found cheaply: Python's own parser
-    (C, many times faster than LibCST) first, LibCST only to confirm what it rejects (it
-    accepts newer syntax than the running Python)."""
+def syntax_error(source: bytes, *, top_level_await: bool = False) -> str | None:
+    """Why CPython refuses to compile the file, if it does: its parser (C, many times faster
+    than LibCST) and its compiler, which also rejects what parses (more than 20 nested
+    blocks, `return` outside a function). LibCST accepts some of that; a file that cannot run
+    is reported, not fixed."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
     try:
-        ast.parse(source)
-    except (SyntaxError, ValueError):
-        try:
-            cst.parse_module(source)
-        except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
-            return _parse_error_text(source, error)
+        with warnings.catch_warnings():  # the compiler's SyntaxWarnings are not ours to print
+            warnings.simplefilter("ignore")
+            compile(source, "<file>", "exec", flags=flags, dont_inherit=True)
+    except SyntaxError as error:
+        line, column = error.lineno or 1, error.offset or 1
+        return f"{line}:{column}: parse error: {error.msg}"
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, deep nesting
+        return f"1:1: parse error: {error or type(error).__name__}"
     return None
 
 

@@ -116,9 +116,9 @@ def _is_virtualenv(directory: Path) -> bool:
 
 def _walk(
     directory: Path, real: Path, stack: list[IgnoreFile], excludes: Sequence[IgnoreFile]
-) -> Iterator[Path]:
-    """Yield the files under `directory` (as given); `real` is its resolved path, which the
-    ignore patterns are matched against."""
+) -> Iterator[tuple[Path, Path]]:
+    """Yield the files under `directory` (as given), each with its real path; `real` is the
+    directory's resolved path, which the ignore patterns are matched against."""
     own = _read_gitignore(real)
     if own is not None:
         stack = [*stack, own]
@@ -139,11 +139,29 @@ def _walk(
             yield from _walk(directory / entry.name, real_path, stack, excludes)
         elif (
             entry.name.endswith(SUFFIXES)
-            and entry.is_file()
+            and _is_file(entry)
             and not _decide(stack, real_path, is_dir=False)
             and not _decide(excludes, real_path, is_dir=False)
         ):
-            yield directory / entry.name
+            # Folders are never followed through links, so only a link's real path differs.
+            linked = entry.is_symlink()
+            yield directory / entry.name, Path(os.path.realpath(real_path)) if linked else real_path
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether the entry is a file, or a link gradfix cannot follow (a loop, say): that one
+    is taken too, for the engine to report when it fails to read it."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return True
+
+
+def write_roots(paths: Sequence[Path]) -> tuple[Path, ...]:
+    """The real paths of the paths given on the command line: a fix is written only to a file
+    whose real path lies under one of them (a symbolic link in the tree cannot lead a write
+    out of it)."""
+    return tuple(Path(os.path.realpath(path)) for path in paths)
 
 
 def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> list[Path]:
@@ -160,13 +178,14 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
             # Exclude patterns are relative to where they were given; a directory outside
             # that place gets them relative to itself.
             rebased = [e if real.is_relative_to(e.base) else e.rebase(real) for e in excludes]
-            found: Iterable[Path] = _walk(path, real, _parent_gitignores(real), rebased)
+            found: Iterable[tuple[Path, Path]] = _walk(
+                path, real, _parent_gitignores(real), rebased
+            )
         elif path.exists():
-            found = [path]
+            found = [(path, Path(os.path.realpath(path)))]  # unlike resolve, fine with loops
         else:
             raise PathNotFoundError(f"{path}: no such file or directory")
-        for file in found:
-            key = file.resolve()
+        for file, key in found:
             if key not in seen:
                 seen.add(key)
                 files.append(file)

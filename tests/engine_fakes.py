@@ -17,6 +17,7 @@ from codemods.engine import FileResult, FileTask, Mode, process_file
 from codemods.findings import Edit, Finding, Tier
 from codemods.pipeline import RunOptions, SourceResult
 from codemods.rules.base import Rule
+from codemods.workers import Budget
 
 MARKERS = {
     "BUG_SAFE": ("GF001", Tier.SAFE, "OK_SAFE"),
@@ -76,10 +77,10 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def chunk_that_kills_its_worker(
-    tasks: list[FileTask], mode: Mode, unsafe: bool
+    tasks: list[FileTask], mode: Mode, unsafe: bool, budget: Budget
 ) -> list[FileResult]:
     """Stands in for the engine's chunk function in worker processes (they import it from
     here): a file named `kill*.py` makes the worker die as a native crash would."""
     if any(task.path.name.startswith("kill") for task in tasks):
         os._exit(70)
-    return [process_file(task, mode, unsafe) for task in tasks]
+    return [process_file(task, mode, unsafe, budget) for task in tasks]

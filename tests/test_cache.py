@@ -3,7 +3,6 @@ engine_fakes, whose calls are counted: a hit must not reach the pipeline at all.
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,8 +129,8 @@ def test_no_cache_neither_reads_nor_writes(calls: list[bytes]) -> None:
     gradfix("check", "--no-cache")
     assert not Path(CACHE_DIR).exists()
     gradfix("check")
-    (entry,) = entries()
-    entry.write_text(json.dumps({"findings": [], "error": None}))  # a lie only the cache tells
+    # A lie only the cache tells, signed with the user's key as gradfix's own entries are.
+    ResultCache.at(Path()).store(b"x = BUG_SAFE\n", ALL, False, Entry())
     assert gradfix("check").exit_code == 0
     assert gradfix("check", "--no-cache").exit_code == 1
     assert gradfix("fix", "--no-cache", "--diff").exit_code == 1
@@ -232,14 +231,19 @@ def test_hits_and_misses_keep_the_input_order(calls: list[bytes]) -> None:
 
 def test_concurrent_stores_never_show_a_partial_entry(tmp_path: Path) -> None:
     store = ResultCache(tmp_path / CACHE_DIR, "test")
-    edit = Edit(1, 1, 1, 2, "y" * 10_000)
-    entry = Entry(tuple(Finding("GF001", i, 1, 1, 2, "m", Tier.SAFE, edit) for i in range(1, 30)))
+    source = b"x = 1\n" * 30
+    entry = Entry(
+        tuple(
+            Finding("GF001", i, 1, i, 2, "m", Tier.SAFE, Edit(i, 1, i, 2, "y" * 10_000))
+            for i in range(1, 30)
+        )
+    )
     seen: list[Entry | None] = []
 
     def hammer() -> None:
         for _ in range(20):
-            store.store(b"source", ALL, False, entry)
-            seen.append(store.load(b"source", ALL, False))
+            store.store(source, ALL, False, entry)
+            seen.append(store.load(source, ALL, False))
 
     threads = [threading.Thread(target=hammer) for _ in range(4)]
     for thread in threads:

@@ -5,6 +5,7 @@ fix` writes, and GitHub workflow commands escaped as GitHub's toolkit escapes th
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,3 +246,29 @@ def test_sarif_fixes_of_notebooks_edit_the_ipynb_text_as_gradfix_fix_does() -> N
                 "source": after["cells"][changed[0]]["source"],
             }
             assert alone == {**before, "cells": cells}
+
+
+def test_a_file_name_that_is_not_utf8_gives_valid_json_and_sarif() -> None:
+    name = os.fsdecode(b"caf\xe9.py")  # Python keeps the byte as the lone surrogate U+DCE9
+    Path(name).write_bytes(EXAMPLE.read_bytes())
+    Path(os.fsdecode(b"d\xff")).mkdir()
+    Path(os.fsdecode(b"d\xff/broken.py")).write_text("def f(:\n")
+
+    sarif = gradfix("check", "--no-cache", "--format", "sarif")
+    assert sarif.exit_code == 2, sarif.output
+    assert "\\ud" not in sarif.stdout  # no lone surrogate, escaped or not
+    log = json.loads(sarif.stdout)
+    assert sarif_errors(log) == []
+    (run,) = log["runs"]
+    uris = {
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]
+    }
+    assert "caf%E9.py" in uris  # the exact bytes, percent-encoded
+    notifications = run["invocations"][0]["toolExecutionNotifications"]
+    located = [n["locations"][0]["physicalLocation"]["artifactLocation"] for n in notifications]
+    assert {"uri": "d%FF/broken.py"} in located
+
+    records = gradfix("check", "--no-cache", "--format", "json")
+    assert "\\ud" not in records.stdout
+    paths = {record["path"] for record in json.loads(records.stdout)}
+    assert {"caf\ufffd.py", "d\ufffd/broken.py"} <= paths  # one U+FFFD per byte

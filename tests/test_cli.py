@@ -84,7 +84,7 @@ def test_check_parse_error_beside_good_files_exits_2() -> None:
     out = result.stdout
     assert "a.py:1:5: GF003" in out and "c.py:1:5: GF003" in out
     assert "b.py:3:7: parse error: expected ':' (the file was skipped; fix the syntax" in out
-    assert "1 file could not be processed" in out
+    assert "1 file could not be processed in full" in out
 
 
 def test_select_and_ignore_flags() -> None:
@@ -115,7 +115,7 @@ def test_missing_path_is_reported_and_the_other_paths_are_processed() -> None:
         "were processed)",
     ]
     assert Path("a.py").read_text() == Path("pkg/b.py").read_text() == "x = OK_SAFE\n"
-    assert "2 files could not be processed" in result.stdout
+    assert "2 files could not be processed in full" in result.stdout
     alone = gradfix("check", "--format", "json", "nope.py")
     assert alone.exit_code == 2 and "no Python files found" not in alone.stderr
     assert [(r["path"], r["tier"]) for r in json.loads(alone.stdout)] == [("nope.py", "error")]
@@ -348,6 +348,22 @@ def test_config_unknown_key_is_an_error() -> None:
     assert result.exit_code == 2
     assert "unknown key `selcet` in [tool.gradfix]" in result.stderr
     assert "pyproject.toml" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"tool = 5  # gradfix\n", "pyproject.toml: `tool` must be a table, got 5; fix the file"),
+        (b"[tool.gradfix]\nselect = ['\xff']\n", "pyproject.toml:2: not UTF-8 (byte 0xff cannot"),
+    ],
+)
+def test_a_broken_configuration_is_one_line_and_exit_2(data: bytes, expected: str) -> None:
+    Path("pyproject.toml").write_bytes(data)
+    write("a.py", "x = BUG_SAFE\n")
+    result = gradfix("check")
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("gradfix: error: ") and expected in line
 
 
 def test_gitignore_is_honoured() -> None:

@@ -131,3 +131,39 @@ def test_an_empty_select_is_an_error(tmp_path: Path) -> None:
         resolve_settings(load_config(tmp_path), KNOWN)
     with pytest.raises(ConfigError, match="--select names no rule code"):
         resolve_settings(FileConfig(), KNOWN, select=[])
+
+
+def test_parent_pyprojects_that_never_mention_gradfix_are_not_parsed(tmp_path: Path) -> None:
+    # Someone else's files, broken in every way: none of them stops the lookup or errs.
+    (tmp_path / "pyproject.toml").write_bytes(b"[project\nname = '\xff'\ntool = 5\n")
+    write_pyproject(tmp_path / "a", "tool = 5\n")
+    # Mentions gradfix, but has no table: parsed, passed over.
+    write_pyproject(tmp_path / "a" / "b", "[project]\ndependencies = ['gradfix']\n")
+    assert load_config(tmp_path / "a" / "b") == FileConfig()
+    ours = write_pyproject(tmp_path / "a", "tool = {gradfix = {select = ['GF002']}}\n")
+    assert load_config(tmp_path / "a" / "b") == FileConfig(path=ours, select=("GF002",))
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"tool = 5  # gradfix settings below\n", ": `tool` must be a table, got 5; fix the file"),
+        (
+            b"[tool]\ngradfix = 'all'\n",
+            ": `tool.gradfix` must be a table, got 'all'; write the settings under a "
+            "[tool.gradfix] header",
+        ),
+        (
+            b"[tool.gradfix]\n# caf\xe9\n",
+            ":2: not UTF-8 (byte 0xe9 cannot be decoded); TOML files must be UTF-8: save it as "
+            "UTF-8",
+        ),
+    ],
+)
+def test_a_broken_gradfix_configuration_is_a_one_line_error(
+    tmp_path: Path, data: bytes, expected: str
+) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(data)
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path)
+    assert str(error.value) == f"{tmp_path / 'pyproject.toml'}{expected}"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from engine_fakes import chunk_that_kills_its_worker, install
 
-from codemods import engine
+from codemods import engine, pipeline
 from codemods.engine import ErrorKind, FileTask, Mode, process_bytes, process_file, run
 
 ALL = frozenset({"GF001", "GF002", "GF003"})
@@ -96,10 +96,10 @@ def test_write_failure_is_reported_and_the_file_kept(
     a = tmp_path / "a.py"
     a.write_text("x = BUG_SAFE\n")
 
-    def refuse(src: str, dst: str) -> None:
+    def refuse(fd: int, data: bytes, offset: int) -> int:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "pwrite", refuse)
     (result,) = run(tasks(a), Mode.FIX, jobs=1)
     assert result.error is not None and result.error.kind is ErrorKind.WRITE
     assert "Permission denied" in result.error.message
@@ -139,17 +139,15 @@ def test_fixed_code_that_does_not_parse_is_not_written(
 ) -> None:
     a = tmp_path / "a.py"
     a.write_text("x = BUG_SAFE\n")
-    original = engine.pipeline.process_source
+    original = pipeline.process_source
 
-    def broken_fix(
-        source: bytes, options: engine.pipeline.RunOptions
-    ) -> engine.pipeline.SourceResult:
+    def broken_fix(source: bytes, options: pipeline.RunOptions) -> pipeline.SourceResult:
         result = original(source, options)
         if result.new_source is not None:
             result.new_source += b"SYNTAX_ERROR\n"
         return result
 
-    monkeypatch.setattr(engine.pipeline, "process_source", broken_fix)
+    monkeypatch.setattr(pipeline, "process_source", broken_fix)
     (result,) = run(tasks(a), Mode.FIX, jobs=1)
     assert result.error is not None and result.error.kind is ErrorKind.INTERNAL
     assert "would not parse" in result.error.message

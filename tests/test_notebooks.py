@@ -320,7 +320,7 @@ def test_a_syntax_error_is_reported_in_its_cell(tmp_path: Path) -> None:
     result = process_file(FileTask(path, FIX.select), Mode.CHECK)
     assert result.error is not None and result.error.kind is ErrorKind.PARSE
     assert (result.error.cell, result.error.line, result.error.column) == (3, 1, 21)
-    (line,) = text_lines([result], unsafe_fixes=False)
+    line, *_ = text_lines([result], unsafe_fixes=False)  # then the other cells' findings
     assert line.startswith(f"{path}:cell 3:1:21: parse error: expected ':'")
 
 
@@ -346,7 +346,9 @@ def test_what_is_not_a_notebook_is_a_parse_error(source: bytes, error: str) -> N
 def test_a_parse_error_of_the_joined_source_is_given_in_its_cell(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def libcst_says_no(source: bytes, options: RunOptions) -> SourceResult:
+    def libcst_says_no(
+        source: bytes, options: RunOptions, notebook: bool = False
+    ) -> SourceResult:
         return SourceResult(error="8:3: parse error: no")
 
     monkeypatch.setattr(pipeline, "process_source", libcst_says_no)

@@ -151,7 +151,7 @@ def test_summary() -> None:
         "Fixed 2 findings in 1 file: GF001 x2.",
         "3 findings left (1 with a safe fix, 1 with an unsafe fix, 1 report-only).",
         "1 hidden fix can be enabled with --unsafe-fixes (review it: it may change behaviour).",
-        "1 file could not be processed; see the errors above.",
+        "1 file could not be processed in full; see the errors above.",
     ]
     check = output.summary_lines(output.Summary.of(RESULTS[:1], True), fixing=False, diff=False)
     assert check == [
@@ -173,5 +173,13 @@ def test_summary_plurals() -> None:
         "4 findings left (4 with an unsafe fix).",
         "4 hidden fixes can be enabled with --unsafe-fixes (review them: they may change "
         "behaviour).",
-        "2 files could not be processed; see the errors above.",
+        "2 files could not be processed in full; see the errors above.",
     ]
+
+
+def test_text_never_writes_control_characters_from_the_checked_tree() -> None:
+    # A file name and a line of code quoted in a message, as a hostile tree may have them.
+    finding = Finding("GF003", 1, 1, 1, 2, 'print("\x1b[2J") twice', Tier.REPORT)
+    result = FileResult(Path("a\x1b]0;owned\x07.py"), findings=(finding,))
+    (line,) = output.text_lines([result], unsafe_fixes=False)
+    assert line == 'a\\x1b]0;owned\\x07.py:1:1: GF003 print("\\x1b[2J") twice'

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.walk import IgnoreFile, PathNotFoundError, python_files
+from codemods.walk import IgnoreFile, PathNotFoundError, python_files, write_roots
 
 
 def make(root: Path, *names: str) -> None:
@@ -122,3 +122,19 @@ def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:
     make(tmp_path, "real/a.py")
     (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
     assert rel(tmp_path, python_files([tmp_path])) == ["real/a.py"]
+
+
+def test_a_symlink_loop_is_listed_for_the_engine_to_report(tmp_path: Path) -> None:
+    make(tmp_path, "c.py")
+    (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    assert rel(tmp_path, python_files([tmp_path])) == ["a.py", "b.py", "c.py"]
+
+
+def test_write_roots_are_the_real_paths_given(tmp_path: Path) -> None:
+    make(tmp_path, "real/a.py")
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert write_roots([tmp_path / "link", tmp_path / "real" / "a.py"]) == (
+        (tmp_path / "real").resolve(),
+        (tmp_path / "real" / "a.py").resolve(),
+    )

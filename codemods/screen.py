@@ -1,0 +1,341 @@
+"""Which rules may find something in a file, decided on Python's own `ast` tree.
+
+LibCST parses about six times slower than Python's parser, and the analysis costs as much
+again, so a file is handed to LibCST only when some selected rule may report in it. Each screen
+here is a necessary condition of its rule, read off the statements of the `ast` tree (and, for
+calls, the text): when it fails, the rule cannot report in the file. Anything the screen cannot
+decide lets the file through. `ENABLED` (off with `GRADFIX_NO_SCREEN=1`) exists so that tests and
+`bench/bench.py` can check that the screens change no finding and measure what they save.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from codemods.analysis.torch_api import INPLACE_FLAG_POSITION, NON_WRITING_UNDERSCORE_METHODS
+
+ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
+
+# A backward pass or optimizer step (`analysis.training.is_training_step`): `.backward(`,
+# `.zero_grad(`, `autograd.grad`/`autograd.backward` under any spelling (which names the
+# autograd module somewhere in the file), and `.step(` unless on a scheduler.
+_TRAINING_TEXT = re.compile(r"\.\s*(?:backward|zero_grad)\s*\(|\bautograd\b")
+_STEP_TEXT = re.compile(r"\.\s*step\s*\(")
+_RECEIVER_TEXT = re.compile(r"(\w*)\s*$")
+_SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
+# GF002's evaluation loops: `for ... in <loader, batches, dataset, tqdm(...)>`.
+_BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
+# GF003's backward calls: `x.backward(`, `autograd.grad(`, and the names imported from autograd.
+_BACKWARD_CALL_TEXT = re.compile(r"\bbackward\s*\(|\bgrad\s*\(")
+_FORWARD_METHODS = frozenset({"forward", "__call__"})
+_GROWING_METHODS = frozenset({"append", "insert"})
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class _Context:
+    function: _Function | None = None  # the innermost enclosing def
+    in_loop: bool = False  # inside a loop body of that function
+    in_batch_loop: bool = False  # inside a `for` over batches of that function
+    in_forward: bool = False  # inside a module's `forward` (or a def nested in it)
+
+
+@dataclass
+class _Facts:
+    """What one walk over the statements finds, for every rule at once."""
+
+    accumulation: bool = False  # GF001
+    meter_call: bool = False  # `obj.m(x)`: a meter, if the file has one
+    meter_class: bool = False  # a method adding into `self.x`
+    loop_store: bool = False  # GF002: a store in a training loop, outside a forward
+    batch_loop_store: bool = False  # GF002: a kept store in an evaluation loop
+    method_self_store: bool = False  # GF002: `self.x = ...` in a method other than __init__
+    autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
+    write: bool = False  # GF004: an augmented or index assignment that may write a tensor
+    imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
+    functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
+    loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
+
+
+def rules_wanted(source: bytes, text: str, codes: Iterable[str]) -> set[str]:
+    """The rules among `codes` that may report in the file (which Python compiles): all of
+    them when screening is off or when one has no screen, as the file is parsed anyway."""
+    codes = set(codes)
+    if not ENABLED or not codes <= _SCREENS.keys():
+        return codes
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return codes  # a notebook's joined cells, which only LibCST may accept
+    facts = _Facts(imports=_import_aliases(module))
+    _Walker(facts, text.splitlines()).statements(module.body, _Context())
+    return {code for code in codes if _SCREENS[code](facts, text, module)}
+
+
+# -- the screens ------------------------------------------------------------------------------
+def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
+    """An accumulation (`+=`, `x = x + ...`, `.append(x)`, a meter's `.update(x)`) across loop
+    iterations or calls, outside a forward for a local total."""
+    return facts.accumulation or (facts.meter_call and facts.meter_class)
+
+
+def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
+    """A store in a loop that reaches a training step, or a `self` attribute carried between
+    calls of a method when the file runs a backward; or a value kept by an evaluation loop."""
+    if facts.batch_loop_store:
+        return True
+    if not _training_step(text):
+        return False
+    return facts.loop_store or (facts.method_self_store and "backward" in text)
+
+
+def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
+    """Two backward calls in one function (or the module), or one in a loop."""
+    if facts.autograd_alias:
+        return True  # backward calls under a name the text does not show
+    per_function: dict[tuple[int, int] | None, int] = {}
+    for match in _BACKWARD_CALL_TEXT.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        if any(start <= line <= end for start, end in facts.loops):
+            return True
+        inside = [span for span in facts.functions if span[0] <= line <= span[1]]
+        innermost = max(inside, default=None)
+        per_function[innermost] = per_function.get(innermost, 0) + 1
+        if per_function[innermost] >= 2:
+            return True
+    return False
+
+
+def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
+    """An in-place write (`_Checker._writes`): an augmented or index assignment, a `*_`
+    method called on anything but an imported name, an `inplace` flag (`_flag_argument`), or
+    `out=`."""
+    if facts.write:
+        return True
+    for node in ast.walk(module):
+        if not isinstance(node, ast.Call):
+            continue
+        func, keywords = node.func, {keyword.arg: keyword.value for keyword in node.keywords}
+        qualified = _qualified(func, facts.imports)
+        if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
+            return True
+        if "out" in keywords or _is_true(keywords.get("inplace")):
+            return True
+        position = INPLACE_FLAG_POSITION.get(qualified or "")
+        positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        if position is not None and _is_true(dict(enumerate(positional)).get(position)):
+            return True
+    return False
+
+
+_SCREENS: dict[str, Callable[[_Facts, str, ast.Module], bool]] = {
+    "GF001": _gf001,
+    "GF002": _gf002,
+    "GF003": _gf003,
+    "GF004": _gf004,
+}
+
+
+def _training_step(text: str) -> bool:
+    if _TRAINING_TEXT.search(text):
+        return True
+    for match in _STEP_TEXT.finditer(text):
+        receiver = _RECEIVER_TEXT.search(text[max(0, match.start() - 200) : match.start()])
+        if receiver is None or not _SCHEDULER_NAME.search(receiver[1]):
+            return True
+    return False
+
+
+# -- the walk ---------------------------------------------------------------------------------
+class _Walker:
+    """Visits statements only (expressions are far more numerous and seldom needed)."""
+
+    def __init__(self, facts: _Facts, lines: list[str]) -> None:
+        self.facts = facts
+        self.lines = lines
+
+    def statements(self, body: list[ast.stmt], context: _Context, owner: ast.AST | None = None):
+        for statement in body:
+            self.statement(statement, context, owner)
+
+    def statement(self, node: ast.stmt, context: _Context, owner: ast.AST | None) -> None:
+        facts = self.facts
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._function(node, context, owner)
+            return
+        if isinstance(node, ast.ClassDef):
+            # A class body is in no forward, even in one (the side that lets files through).
+            inner = _Context(context.function, context.in_loop, context.in_batch_loop)
+            self.statements(node.body, inner, owner=node)
+            return
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            facts.loops.append((node.body[0].lineno, _end(node.body[-1])))
+            batches = context.in_batch_loop or (
+                isinstance(node, (ast.For, ast.AsyncFor)) and self._iterates_batches(node.iter)
+            )
+            self.statements(
+                node.body, _Context(context.function, True, batches, context.in_forward)
+            )
+            self.statements(node.orelse, context)
+            return
+        if isinstance(node, ast.AugAssign):
+            self._aug_assign(node, context)
+        elif isinstance(node, ast.Assign):
+            self._assign(node, context)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            self._call_statement(node.value, context)
+        elif isinstance(node, ast.ImportFrom) and "autograd" in (node.module or ""):
+            facts.autograd_alias |= any(alias.asname for alias in node.names)
+        for name in ("body", "orelse", "finalbody"):
+            self.statements(getattr(node, name, []), context)
+        for handler in getattr(node, "handlers", []):
+            self.statements(handler.body, context)
+        for case in getattr(node, "cases", []):
+            self.statements(case.body, context)
+
+    def _function(self, node: _Function, context: _Context, owner: ast.AST | None) -> None:
+        self.facts.functions.append((node.lineno, _end(node)))
+        forward = context.in_forward or (
+            node.name in _FORWARD_METHODS and isinstance(owner, ast.ClassDef)
+        )
+        self.statements(node.body, _Context(node, in_forward=forward))
+
+    def _iterates_batches(self, iterable: ast.expr) -> bool:
+        source = "\n".join(self.lines[iterable.lineno - 1 : _end(iterable)])
+        return bool(_BATCHES_TEXT.search(source))
+
+    # GF001: `_accumulations` and `_initial_value`; GF002: `_carries` and `_kept_stores`.
+    def _aug_assign(self, node: ast.AugAssign, context: _Context) -> None:
+        if _self_attribute(node.target) and context.function is not None:
+            self.facts.meter_class = True
+        if isinstance(node.op, ast.Add):
+            self._accumulation(node.target, context)
+        if isinstance(node.target, ast.Subscript) or _key(node.target) is not None:
+            self.facts.write = True
+
+    def _assign(self, node: ast.Assign, context: _Context) -> None:
+        indexed = any(isinstance(target, ast.Subscript) for target in node.targets)
+        self.facts.write |= indexed
+        self._store(context, kept=indexed)
+        method = context.function is not None and context.function.name != "__init__"
+        if method and any(_self_attribute(target) for target in node.targets):
+            self.facts.method_self_store = True
+        value = node.value
+        if len(node.targets) != 1 or not isinstance(value, ast.BinOp):
+            return
+        key = _key(node.targets[0])
+        if isinstance(value.op, ast.Add) and key is not None and key in _operand_keys(value):
+            self._accumulation(node.targets[0], context)
+
+    def _call_statement(self, call: ast.Call, context: _Context) -> None:
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            return
+        if func.attr in _GROWING_METHODS and (call.args or call.keywords):
+            self._store(context, kept=True)
+        # LibCST's first argument is positional here, or `**kwargs`.
+        if not call.args and all(keyword.arg for keyword in call.keywords):
+            return
+        if func.attr == "append":
+            self._accumulation(func.value, context)
+        else:
+            self.facts.meter_call = True
+
+    def _accumulation(self, accumulator: ast.expr, context: _Context) -> None:
+        key = _key(_container(accumulator))
+        if key is None:
+            return
+        local = not key.startswith("self.")
+        if local and context.in_forward:
+            return  # a loss summed by a forward is itself a loss
+        if context.in_loop or not local:
+            in_init = context.function is not None and context.function.name == "__init__"
+            if context.in_loop or not in_init:
+                self.facts.accumulation = True
+
+    def _store(self, context: _Context, kept: bool) -> None:
+        if context.in_forward or not context.in_loop:
+            return
+        self.facts.loop_store = True
+        if kept and context.in_batch_loop:
+            self.facts.batch_loop_store = True
+
+
+def _import_aliases(module: ast.Module) -> dict[str, str]:
+    """`imports.import_aliases`: local name -> qualified name, for module-level imports."""
+    aliases: dict[str, str] = {}
+    for statement in module.body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            for alias in statement.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"
+    return aliases
+
+
+def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`imports.qualify`: the name a dotted expression spells through the imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(parts)])
+
+
+def _writes_data(method: str) -> bool:
+    """`gf004_inplace_on_saved._writes_data`."""
+    return (
+        method.endswith("_")
+        and not method.startswith("_")
+        and method not in NON_WRITING_UNDERSCORE_METHODS
+    )
+
+
+def _is_true(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _end(node: ast.AST) -> int:
+    return getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _self_attribute(target: ast.expr) -> bool:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_self_attribute(element) for element in target.elts)
+    return isinstance(target, ast.Attribute) and _is_self(target.value)
+
+
+def _key(node: ast.expr) -> str | None:
+    """`interpreter.target_key`: `x` or `self.x`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and _is_self(node.value):
+        return f"self.{node.attr}"
+    return None
+
+
+def _operand_keys(operation: ast.BinOp) -> tuple[str | None, str | None]:
+    return _key(operation.left), _key(operation.right)
+
+
+def _container(target: ast.expr) -> ast.expr:
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return target

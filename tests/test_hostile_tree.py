@@ -1,0 +1,126 @@
+"""A checked tree is hostile (docs/threat-model.md): it must never run code, never lead a write
+out of itself, never stall or crash the run. Real `gradfix` processes on real trees."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from hostile import BUGGY, FIXED, alive, descendants, run_gradfix, start_gradfix
+
+SHADOWS = ("multiprocessing", "libcst", "codemods", "typer", "encodings_extra", "concurrent")
+
+
+def plant_shadowing_packages(tree: Path, marker: Path) -> None:
+    """Packages named like what gradfix and its workers import, each leaving a mark when run."""
+    for name in SHADOWS:
+        package = tree / name
+        package.mkdir()
+        (package / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n"
+        )
+
+
+@pytest.mark.skipif(os.cpu_count() == 1, reason="workers start only with two CPUs or more")
+def test_checking_never_imports_from_the_tree(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    marker = tmp_path / "ran"
+    plant_shadowing_packages(tree, marker)
+    for i in range(24):  # enough for worker processes (16 files per worker)
+        (tree / f"m{i:02}.py").write_text(f"value = {i}\n")
+    for args in (["check", "-j", "2", "--no-cache", "."], ["fix", "-j", "2", "."]):
+        result = run_gradfix(args, cwd=tree)
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        assert not marker.exists(), marker.read_text()
+
+
+def test_a_link_out_of_the_tree_is_checked_but_never_written(tmp_path: Path) -> None:
+    outside = tmp_path / "outside" / "victim.py"
+    outside.parent.mkdir()
+    outside.write_text(BUGGY)
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a_link.py").symlink_to(outside)
+    (tree / "inner.py").write_text(BUGGY)
+    (tree / "sub" / "to_inner.py").symlink_to(tree / "inner.py")  # inside: may be written
+
+    result = run_gradfix(["fix", "--no-cache", "tree"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert outside.read_text() == BUGGY
+    assert "tree/a_link.py:1:1: not fixed: it is a link to" in result.stdout
+    assert "outside the paths given on the command line" in result.stdout
+    assert "tree/a_link.py:12:5: GF001" in result.stdout  # still checked
+    assert (tree / "inner.py").read_text() == FIXED
+
+    named = run_gradfix(["fix", "--no-cache", str(outside.parent)], cwd=tmp_path)
+    assert named.returncode == 0 and outside.read_text() == FIXED
+
+
+def test_a_symlink_loop_is_reported_and_the_rest_processed(tmp_path: Path) -> None:
+    (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    (tmp_path / "c.py").write_text(BUGGY)
+    result = run_gradfix(["check", "--no-cache", "."], cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "a.py:1:1: read error: a symbolic link that leads to itself" in result.stdout
+    assert "c.py:12:5: GF001" in result.stdout
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    (tmp_path / "c.py").write_text(BUGGY)
+    for extra in ([], ["--no-cache"]):
+        result = run_gradfix(["check", *extra, "pipe.py", "/dev/zero", "c.py"], tmp_path, 60)
+        assert result.returncode == 2, result.stderr
+        lines = result.stdout.splitlines()
+        assert any(line.startswith("pipe.py:1:1: skipped: not a regular file") for line in lines)
+        assert any(line.startswith("/dev/zero:1:1: skipped: not a regular file") for line in lines)
+        assert "c.py:12:5: GF001" in result.stdout
+
+
+def test_workers_end_with_a_killed_gradfix(tmp_path: Path) -> None:
+    for i in range(80):
+        (tmp_path / f"m{i:02}.py").write_text(BUGGY + f"# {i}\n" + "x = 1\n" * 400)
+    process = start_gradfix(["fix", "-j", "2", "--no-cache", "."], tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while len(descendants(process.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the fork server and its workers
+        children = descendants(process.pid)
+        assert len(children) >= 3
+        time.sleep(0.3)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in children if alive(pid)]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.4, 1.2])
+def test_ctrl_c_exits_130_quietly_at_any_moment(tmp_path: Path, delay: float) -> None:
+    for i in range(40):
+        (tmp_path / f"m{i:02}.py").write_text(BUGGY + "x = 1\n" * 200)
+    process = start_gradfix(["check", "-j", "2", "--no-cache", "."], tmp_path)
+    time.sleep(delay)
+    children = descendants(process.pid)
+    # What a terminal does: the signal goes to the whole foreground process group.
+    for pid in {process.pid, *children}:
+        os.kill(pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in children if alive(pid)]
