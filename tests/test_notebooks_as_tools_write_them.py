@@ -181,8 +181,13 @@ def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_fixed() -> No
 
 
 def test_what_a_cell_that_does_not_parse_would_define_is_unknown() -> None:
-    # The exercise redefines `criterion`: the loop's loss is no longer proven attached.
-    source = vscode(SETUP, "criterion = # TODO", LOOP)
+    # The exercise redefines `criterion`: with no backward on it, the evaluation loop's loss is
+    # no longer proven attached (a `loss.backward()` would prove it again).
+    evaluation = (
+        "running_loss = 0.0\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
+        "    running_loss += loss"
+    )
+    source = vscode(SETUP, "criterion = # TODO", evaluation)
     result = process_notebook(source, FIX)
     assert result.error == "cell 2:1:13: parse error: invalid syntax"
     (finding,) = result.findings

@@ -865,7 +865,7 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
         symptom = "each stored tensor keeps its whole graph, so memory grows with every batch"
     message = (
         f"`{container}` keeps `{operand}`, which is graph-attached ({why}), across loop "
-        f"iterations: {symptom}. Store `{operand}.detach()` instead."
+        f"iterations: {symptom}. Store `{analysis.code_of(_detached(store.operand))}` instead."
     )
     tier = Tier.SAFE
     if flow.uses & {Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}:
