@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import builtins
 import difflib
 import io
 import itertools
@@ -62,6 +63,8 @@ _CODING = re.compile(r"[ \t\f]*#.*?coding[:=]")
 _TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # IPython runs `await f()` in a cell
 # Every identifier but an attribute's: what a cell that does not parse may bind or use.
 _NAME = re.compile(r"(?<![\w.])[^\W\d]\w*")
+# Names an unparsed cell is not taken to rebind: the builtins it calls (`next`, `print`).
+_BUILTINS = frozenset(dir(builtins))
 _POSITION = re.compile(r"(\d+):(\d+): (.*)", re.DOTALL)
 # A rule's message pointing at another line: `(line 12)`, `(`h = trunk(x)`, line 12)`.
 _LINE_REFERENCE = re.compile(r"\bline (\d+)(?=\))")
@@ -181,8 +184,10 @@ class Notebook:
 
     def without(self, cells: Collection[int]) -> Notebook:
         """The notebook with `cells` (which do not parse) replaced by placeholder lines: the
-        first binds every name the cell mentions, except imported ones, to what an unknown
-        function returns when given them (`a = b = _gradfix_unparsed_cell(a, b)`), the
+        first binds every name the cell mentions, except imported ones and builtins (an
+        exercise cell calls `next`, `print`, `len`; it does not rebind them), to what an unknown
+        function returns after being given them
+        (`_gradfix_unparsed_cell(a, b); a = b = _gradfix_unparsed_cell()`), the
         others are comments. The analysis then knows nothing of those names after the cell,
         and sees their earlier values go to code it cannot see, as the cell, once it runs,
         may use and rebind them; line numbers stay those of the cell."""
@@ -194,10 +199,15 @@ class Notebook:
             names = sorted(
                 name
                 for name in set(_NAME.findall(text))
-                if not keyword.iskeyword(name) and name not in imported and name != "__debug__"
+                if not keyword.iskeyword(name) and name not in imported and name not in _BUILTINS
             )
             first, *rest = indices
-            binding = f"{' = '.join(names)} = _gradfix_unparsed_cell({', '.join(names)})"
+            # The names' values go to unseen code, and come back as values of unknown origin
+            # (not derived from what went in: that would make every name look attached).
+            binding = (
+                f"_gradfix_unparsed_cell({', '.join(names)}); "
+                f"{' = '.join(names)} = _gradfix_unparsed_cell()"
+            )
             python = (binding if names else "#") + _end(lines[first].text)
             lines[first] = replace(lines[first], python=python)
             for i in rest:

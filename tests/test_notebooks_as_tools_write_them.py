@@ -201,7 +201,9 @@ def test_what_a_cell_that_does_not_parse_would_do_with_a_value_is_unknown() -> N
     assert finding.tier.value == "unsafe"
     nb = read(source)
     placeholder = nb.without(nb.syntax_errors()).code.splitlines()[-1]
-    assert placeholder == "print = running_loss = _gradfix_unparsed_cell(print, running_loss)"
+    assert placeholder == (
+        "_gradfix_unparsed_cell(running_loss); running_loss = _gradfix_unparsed_cell()"
+    )
 
 
 def test_every_cell_that_does_not_parse_is_named() -> None:
@@ -257,4 +259,5 @@ def read_message(source: bytes) -> str:
 def test_imports_of_a_cell_that_awaits_are_kept_out_of_the_placeholders() -> None:
     nb = read(vscode("import torch\nawait asyncio.sleep(0)", "x = torch.zeros(("))
     placeholder = nb.without(nb.syntax_errors()).code.splitlines()[-1]
-    assert placeholder == "x = _gradfix_unparsed_cell(x)"  # not `torch`: the first cell imports it
+    # not `torch`: the first cell imports it
+    assert placeholder == "_gradfix_unparsed_cell(x); x = _gradfix_unparsed_cell()"
