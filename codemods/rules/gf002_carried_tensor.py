@@ -245,38 +245,32 @@ def _carry_of(
     return _Carry(key, store, target, loop, carry_reads, later_reads)
 
 
+def _occurrences(
+    analysis: FileAnalysis, key: str, scope: cst.CSTNode, class_wide: bool = False
+) -> list[cst.BaseExpression]:
+    """Where `key` (`x`, or `self.x`) occurs in `scope`; for `self.x` with `class_wide`, in
+    every method of the class."""
+    if not key.startswith("self."):
+        return list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
+    info = analysis.class_of(scope)  # type: ignore[arg-type]
+    if info is None:
+        return []
+    found = analysis.self_attribute_occurrences(info.name, key[5:])
+    return found if class_wide else [o for o in found if analysis.scope_of(o) is scope]
+
+
 def _reads(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.BaseExpression]:
-    if key.startswith("self."):
-        info = analysis.class_of(scope)  # type: ignore[arg-type]
-        if info is None:
-            return []
-        found: list[cst.BaseExpression] = [
-            o
-            for o in analysis.self_attribute_occurrences(info.name, key[5:])
-            if analysis.scope_of(o) is scope
-        ]
-    else:
-        found = list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
-    return [r for r in found if analysis.is_load(r) and not _is_method_receiver(analysis, r)]
+    return [
+        r
+        for r in _occurrences(analysis, key, scope)
+        if analysis.is_load(r) and not _is_method_receiver(analysis, r)
+    ]
 
 
 def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CSTNode]:
     """Statements in `scope` that rebind `key`, or detach it in place."""
     stores: list[cst.CSTNode] = []
-    if key.startswith("self."):
-        info = analysis.class_of(scope)  # type: ignore[arg-type]
-        occurrences: list[cst.CSTNode] = (
-            [
-                o
-                for o in analysis.self_attribute_occurrences(info.name, key[5:])
-                if analysis.scope_of(o) is scope
-            ]
-            if info is not None
-            else []
-        )
-    else:
-        occurrences = list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
-    for occurrence in occurrences:
+    for occurrence in _occurrences(analysis, key, scope):
         statement = analysis.statement_of(occurrence)
         if statement is None:
             continue
@@ -432,15 +426,7 @@ def _crosses_training_step(analysis: FileAnalysis, carry: _Carry) -> bool:
 def _requires_grad_set(analysis: FileAnalysis, key: str, node: cst.CSTNode) -> bool:
     """Whether the code sets `requires_grad` on `key` (`x.requires_grad_()`,
     `x.requires_grad = True`): it wants gradients with respect to that tensor itself."""
-    scope = analysis.scope_of(node)
-    if key.startswith("self."):
-        info = analysis.class_of(scope)
-        occurrences: list[cst.CSTNode] = (
-            list(analysis.self_attribute_occurrences(info.name, key[5:])) if info else []
-        )
-    else:
-        occurrences = list(analysis.occurrences(key, scope))
-    for occurrence in occurrences:
+    for occurrence in _occurrences(analysis, key, analysis.scope_of(node), class_wide=True):
         parent = analysis.parent(occurrence)
         if (
             isinstance(parent, cst.Attribute)
@@ -613,14 +599,7 @@ def _may_be_none(analysis: FileAnalysis, carry: _Carry) -> bool:
     """Whether the carried name (or attribute) is ever bound to `None`, or is a parameter
     defaulting to `None` (`h = None` ... `out, h = rnn(x, h)`)."""
     scope = analysis.scope_of(carry.store)
-    if carry.key.startswith("self."):
-        class_name, attribute = _class_and_attribute(analysis, carry)
-        occurrences: list[cst.CSTNode] = (
-            list(analysis.self_attribute_occurrences(class_name, attribute)) if class_name else []
-        )
-    else:
-        occurrences = list(analysis.occurrences(carry.key, scope))
-    for occurrence in occurrences:
+    for occurrence in _occurrences(analysis, carry.key, scope, class_wide=True):
         parent = analysis.parent(occurrence)
         if (
             isinstance(parent, cst.Param)
