@@ -160,10 +160,12 @@ class SharedGraphBackward(Rule):
         checker = _Checker(analysis, Provenance(analysis))
         for sites in _sites_by_scope(analysis).values():
             for position, site in enumerate(sites):
-                if not site.retains:
+                if site.retains:
+                    finding = checker.judge_retained(site, sites[position + 1 :])
+                else:
                     finding = checker.judge(site, sites[position + 1 :])
-                    if finding is not None:
-                        yield finding
+                if finding is not None:
+                    yield finding
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -264,6 +266,37 @@ class _Checker:
             if sharing.verdict is _Verdict.UNSURE and unsure is None:
                 unsure = (None, sharing)
         return self._unsure_finding(site, *unsure) if unsure is not None else None
+
+    def judge_retained(self, site: _Site, later: list[_Site]) -> RuleFinding | None:
+        """A call that already retains its graph, followed by a parameter update and then a
+        backward over the same saved tensors: the update bumped the version of weights the
+        retained graph saved, and the second backward raises 'modified by an inplace
+        operation' (the GAN step of pytorch/pytorch#39141)."""
+        for partner in later:
+            if _exclusive_branches(self.analysis, site.call, partner.call):
+                continue
+            if _expects_error(self.analysis, partner.call):
+                continue
+            update = self._first_update(self._nodes_between(site.statement, partner.statement))
+            if update is None:
+                continue
+            sharing = self._shared(site, partner)
+            if sharing.verdict is not _Verdict.SAVES:
+                continue
+            message = (
+                f"{self._label(site.call)} retains the graph of "
+                f"{self._describe(sharing.nodes[0])}, then `{self._code(update)}` (line "
+                f"{self._line(update)}) updates parameters in place, and "
+                f"{self._label(partner.call)} (line {self._line(partner.call)}) backpropagates "
+                "through the retained graph again: if the step changed a weight that graph "
+                "saved, it raises 'one of the variables needed for gradient computation has "
+                "been modified by an inplace operation' (pytorch/pytorch#39141). Recompute "
+                "what the second loss needs after the step (in a GAN: the generator's loss "
+                "from a fresh `D(fake)`, the discriminator's loss from `D(fake.detach())`), "
+                "or move the step after the last backward."
+            )
+            return RuleFinding(site.call, message, Tier.REPORT)
+        return None
 
     # -- sharing ----------------------------------------------------------------------------
     def _roots(self, site: _Site) -> list[Origin]:
