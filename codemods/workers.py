@@ -175,8 +175,21 @@ def time_budget(seconds: float) -> Iterator[None]:
 def uninterruptible() -> Iterator[None]:
     """A block that must finish once it starts (writing a file over): the time budget stops
     applying (an alarm already due goes off here, before the block), and Ctrl-C takes effect
-    only when the block ends."""
-    if threading.current_thread() is threading.main_thread():
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    with _ctrl_c_blocked():
+    only when the block ends. Python runs signal handlers in the main thread only, so in any
+    other thread there is nothing to defer."""
+    if threading.current_thread() is not threading.main_thread():
         yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    # Blocking the signal would not do: the kernel gives it to another thread (rich's progress
+    # display has one), whose handler still interrupts this one. Record it instead.
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pressed and callable(previous):
+            previous(signal.SIGINT, None)
+        elif pressed and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)

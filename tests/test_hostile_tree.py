@@ -24,7 +24,6 @@ def plant_shadowing_packages(tree: Path, marker: Path) -> None:
         )
 
 
-@pytest.mark.skipif(os.cpu_count() == 1, reason="workers start only with two CPUs or more")
 def test_checking_never_imports_from_the_tree(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -109,7 +108,7 @@ def test_workers_end_with_a_killed_gradfix(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("delay", [0.1, 0.4, 1.2])
 def test_ctrl_c_exits_130_quietly_at_any_moment(tmp_path: Path, delay: float) -> None:
-    for i in range(40):
+    for i in range(80):  # still running when the last delay is up
         (tmp_path / f"m{i:02}.py").write_text(BUGGY + "x = 1\n" * 200)
     process = start_gradfix(["check", "-j", "2", "--no-cache", "."], tmp_path)
     time.sleep(delay)
