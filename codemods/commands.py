@@ -15,10 +15,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from codemods import __version__, engine, output, rules
+from codemods import __version__, engine, output
 from codemods.cache import CACHE_DIR, ResultCache
 from codemods.config import ConfigError, Settings, load_config, resolve_settings, split_codes
 from codemods.engine import ErrorKind, FileError, FileResult, FileTask, Mode
+from codemods.rule_codes import RULE_CODES
 from codemods.walk import PathNotFoundError, python_files, write_roots
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -140,7 +141,7 @@ def _settings(
     try:
         return resolve_settings(
             load_config(start),
-            rules.RULES,
+            RULE_CODES,
             select=split_codes(select) if select else None,
             ignore=split_codes(ignore) if ignore else None,
             exclude=exclude or None,
@@ -261,7 +262,9 @@ def check(
     elif output_format is Format.github:
         _echo_lines(output.github_lines(results))
     else:
-        typer.echo(output.render_sarif(results, rules.RULES, __version__), nl=False)
+        from codemods.rules import RULES  # the rules' help texts, for SARIF's rule table
+
+        typer.echo(output.render_sarif(results, RULES, __version__), nl=False)
     summary = output.Summary.of(results, unsafe)
     console = Console(stderr=output_format is not Format.text)
     output.print_summary(console, output.summary_lines(summary, fixing=False, diff=False))
@@ -327,8 +330,10 @@ def fix(
 def list_rules() -> None:
     """List the rules: code, name and what each detects."""
     table = Table("Code", "Name", "Summary")
-    for code in sorted(rules.RULES):
-        rule = rules.RULES[code]
+    from codemods.rules import RULES
+
+    for code in sorted(RULES):
+        rule = RULES[code]
         table.add_row(rule.code, rule.name, rule.summary)
     Console().print(table)
 
@@ -336,10 +341,12 @@ def list_rules() -> None:
 @app.command()
 def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. GF001.")]) -> None:
     """Explain a rule: what it detects, why it matters, and an example fix."""
-    rule = rules.RULES.get(code.strip().upper())
+    from codemods.rules import RULES
+
+    rule = RULES.get(code.strip().upper())
     if rule is None:
         _fail(
-            f"unknown rule code `{code}`; known codes: {', '.join(sorted(rules.RULES))} "
+            f"unknown rule code `{code}`; known codes: {', '.join(sorted(RULES))} "
             "(run `gradfix rules` to list them)"
         )
     typer.echo(f"{rule.code} ({rule.name}): {rule.summary}\n")

@@ -15,16 +15,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from codemods import notebooks
-from codemods.engine import ErrorKind, FileError, FileResult
+from codemods.engine import NOTEBOOK_SUFFIX, ErrorKind, FileError, FileResult
 from codemods.findings import Finding, Tier
-from codemods.rules.base import Rule
+
+if TYPE_CHECKING:  # the rules load LibCST, which a warm run never needs
+    from codemods.rules.base import Rule
 
 PROGRESS_MIN_FILES = 50
 TIER_LABELS = {
@@ -379,7 +380,7 @@ def render_diff(result: FileResult) -> str:
         f"# {name}:{_where(f.cell, f.line)}: {f.rule} {_one_line(f.message)}\n"
         for f in _sorted(result.fixed)
     )
-    if notebooks.is_notebook(result.path):
+    if result.path.suffix == NOTEBOOK_SUFFIX:
         return reasons + _cells_diff(result.source, result.new_source, name)
     diff = difflib.unified_diff(
         _diff_lines(_decode(result.source)),
@@ -391,6 +392,8 @@ def render_diff(result: FileResult) -> str:
 
 
 def _cells_diff(source: bytes, new_source: bytes, name: str) -> str:
+    from codemods import notebooks  # nbformat and LibCST: loaded only to show a notebook diff
+
     before = notebooks.read(source).sources
     after = notebooks.read(new_source).sources
     return "".join(
