@@ -187,12 +187,16 @@ class FileAnalysis:
         """Calls of instances of the nn.Module class `info` (`model(x)` runs its forward)."""
         if info is None or not self.is_module_class(info.name):
             return []
-        calls = []
+        return self._module_calls.get(info.name, [])
+
+    @cached_property
+    def _module_calls(self) -> dict[str, list[cst.Call]]:
+        calls: dict[str, list[cst.Call]] = {}
         for node in self.index.parents:
             if isinstance(node, cst.Call) and self.statement_of(node) is not None:
                 callee = self.value_of(node.func)
-                if callee.kind is Kind.MODULE and callee.cls == info.name:
-                    calls.append(node)
+                if callee.kind is Kind.MODULE and callee.cls is not None:
+                    calls.setdefault(callee.cls, []).append(node)
         return calls
 
     def is_module_class(self, class_name: str, seen: frozenset[str] = frozenset()) -> bool:

@@ -166,6 +166,7 @@ class _Checker:
     def __init__(self, analysis: FileAnalysis) -> None:
         self.analysis = analysis
         self.provenance = Provenance(analysis)
+        self._reaches: dict[cst.CSTNode, bool] = {}  # op node -> its result can be differentiated
         self._aliases: dict[Origin, _Alias | None] = {}
         self._by_scope: dict[ScopeNode, list[cst.CSTNode]] = {}
         self._load_cache: dict[ScopeNode, list[cst.BaseExpression]] = {}
@@ -378,8 +379,10 @@ class _Checker:
     def _reaches_a_graph(self, op_node: cst.CSTNode) -> bool:
         """Whether the op's result can be differentiated: `x.norm().item() > 1` ends in a
         number, so no backward ever needs what the norm saved."""
-        uses = follow_expression(self.analysis, op_node).uses  # type: ignore[arg-type]
-        return not uses <= {Use.NEEDS_TENSOR}
+        if op_node not in self._reaches:
+            uses = follow_expression(self.analysis, op_node).uses  # type: ignore[arg-type]
+            self._reaches[op_node] = not uses <= {Use.NEEDS_TENSOR}
+        return self._reaches[op_node]
 
     def _input_savers(self, write: _Write, alias: _Alias) -> list[_Saver]:
         savers = []
@@ -388,8 +391,6 @@ class _Checker:
                 continue
             origin = self.provenance.of(node)
             if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
-                continue
-            if not self._reaches_a_graph(node):
                 continue
             op = saved_ops.op_saving(origin.key) if origin.key is not None else None
             inputs = self._tensor_inputs(origin)
@@ -400,7 +401,7 @@ class _Checker:
                 resolved = self._resolve(inner)
                 if resolved is None or resolved.storage != alias.storage:
                     continue
-                if op.saves_input(position, pattern):
+                if op.saves_input(position, pattern) and self._reaches_a_graph(node):
                     savers.append(_Saver(origin, argument))
         return savers
 
