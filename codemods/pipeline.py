@@ -64,8 +64,7 @@ def process_source(
     error = None if notebook else syntax_error(source)
     if error is not None or not rules:
         return SourceResult(error=error)  # a file Python refuses is never rewritten
-    wanted = screen.rules_wanted(source, text, [rule.code for rule in rules])
-    rules = [rule for rule in rules if rule.code in wanted]
+    rules = screen.rules_wanted(source, text, rules)
     if not rules:
         return SourceResult()
     try:
@@ -114,20 +113,39 @@ def process_source(
 
 def syntax_error(source: bytes, *, top_level_await: bool = False) -> str | None:
     """Why CPython refuses to compile the file, if it does: its parser (C, many times faster
-    than LibCST) and its compiler, which also rejects what parses (more than 20 nested
-    blocks, `return` outside a function). LibCST accepts some of that; a file that cannot run
-    is reported, not fixed."""
+    than LibCST) and its compiler, which also rejects what parses (more than 20 nested blocks,
+    `return` outside a function). LibCST accepts some of that, and a file that cannot run is
+    reported, not fixed; only syntax newer than the running Python's (which LibCST's grammar
+    knows) is left to LibCST."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
     try:
         with warnings.catch_warnings():  # the compiler's SyntaxWarnings are not ours to print
             warnings.simplefilter("ignore")
             compile(source, "<file>", "exec", flags=flags, dont_inherit=True)
     except SyntaxError as error:
+        if _newer_syntax(source, error):
+            return None
         line, column = error.lineno or 1, error.offset or 1
         return f"{line}:{column}: parse error: {error.msg}"
     except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, deep nesting
         return f"1:1: parse error: {error or type(error).__name__}"
     return None
+
+
+def _newer_syntax(source: bytes, error: SyntaxError) -> bool:
+    """Whether the grammar of the running Python rejects what LibCST's accepts (a 3.12 `def
+    f[T]()` checked under 3.11), as opposed to a limit every CPython has or a compiler check."""
+    if "too many" in error.msg or "null bytes" in error.msg:
+        return False
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        try:
+            cst.parse_module(source)
+        except Exception:  # any failure: not a file LibCST reads either
+            return False
+        return True
+    return False  # it parses: the compiler refused it
 
 
 def _parse_error_text(source: bytes, error: Exception) -> str:

@@ -13,10 +13,15 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from codemods.analysis.torch_api import INPLACE_FLAG_POSITION, NON_WRITING_UNDERSCORE_METHODS
+from codemods.rules import Rule
+from codemods.rules.gf001_accumulated_loss import AccumulatedLoss
+from codemods.rules.gf002_carried_tensor import CarriedTensor
+from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
+from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
@@ -62,19 +67,19 @@ class _Facts:
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
 
-def rules_wanted(source: bytes, text: str, codes: Iterable[str]) -> set[str]:
-    """The rules among `codes` that may report in the file (which Python compiles): all of
-    them when screening is off or when one has no screen, as the file is parsed anyway."""
-    codes = set(codes)
-    if not ENABLED or not codes <= _SCREENS.keys():
-        return codes
+def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
+    """The rules that may report in the file (which Python compiles): all of them when
+    screening is off or when one has no screen (a rule of another class than the registered
+    one, as tests substitute), as the file is parsed anyway."""
+    if not ENABLED or not all(type(rule) in _SCREENS for rule in rules):
+        return list(rules)
     try:
         module = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return codes  # a notebook's joined cells, which only LibCST may accept
+        return list(rules)  # a notebook's joined cells, which only LibCST may accept
     facts = _Facts(imports=_import_aliases(module))
     _Walker(facts, text.splitlines()).statements(module.body, _Context())
-    return {code for code in codes if _SCREENS[code](facts, text, module)}
+    return [rule for rule in rules if _SCREENS[type(rule)](facts, text, module)]
 
 
 # -- the screens ------------------------------------------------------------------------------
@@ -133,11 +138,11 @@ def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
     return False
 
 
-_SCREENS: dict[str, Callable[[_Facts, str, ast.Module], bool]] = {
-    "GF001": _gf001,
-    "GF002": _gf002,
-    "GF003": _gf003,
-    "GF004": _gf004,
+_SCREENS: dict[type[Rule], Callable[[_Facts, str, ast.Module], bool]] = {
+    AccumulatedLoss: _gf001,
+    CarriedTensor: _gf002,
+    SharedGraphBackward: _gf003,
+    InplaceOnSaved: _gf004,
 }
 
 
