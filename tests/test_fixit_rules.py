@@ -23,7 +23,7 @@ from fixit.ftypes import Config, Invalid, LintViolation, QualifiedRule
 from fixit.testing import generate_lint_rule_test_cases
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods import fixit_rules, screen
+from codemods import fixit_rules
 from codemods.findings import Tier
 from codemods.fixit_rules import ADAPTERS
 from codemods.pipeline import RunOptions, process_source
@@ -356,7 +356,6 @@ def test_overlapping_fixes(
 ) -> None:
     monkeypatch.setitem(RULES, "GF001", StandIn("GF001", *first))
     monkeypatch.setitem(RULES, "GF002", StandIn("GF002", *second))
-    monkeypatch.setattr(screen, "ENABLED", False)  # stand-ins: the real rules' screens differ
     source = GRAPH.encode()
     violations, new_source = _fixit(source, ["GF001", "GF002"], Path("graph.py"))
     keys, gradfix_new = _gradfix(source, ["GF001", "GF002"])
