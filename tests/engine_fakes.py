@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from codemods import pipeline, rules
+from codemods import commands, pipeline, rules
 from codemods.engine import FileResult, FileTask, Mode, process_file
 from codemods.findings import Edit, Finding, Tier
 from codemods.pipeline import RunOptions, SourceResult
@@ -74,6 +74,7 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
     """Use the fakes in this process (run the engine with jobs=1 so no worker is started)."""
     monkeypatch.setattr(pipeline, "process_source", fake_process_source)
     monkeypatch.setattr(rules, "RULES", FAKE_RULES)
+    monkeypatch.setattr(commands, "RULE_CODES", frozenset(FAKE_RULES))
 
 
 def chunk_that_kills_its_worker(
