@@ -239,8 +239,13 @@ class FileAnalysis:
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         """Reaching bindings of `scope`'s names, computed once per scope."""
         if scope not in self._bindings:
-            self._bindings[scope] = scope_bindings(scope)
+            self._bindings[scope] = scope_bindings(scope, self._has_walrus)
         return self._bindings[scope]
+
+    @cached_property
+    def _has_walrus(self) -> bool:
+        """Whether the file has a `:=` at all (looking for one in every statement is slow)."""
+        return any(isinstance(node, cst.NamedExpr) for node in self.index.parents)
 
     @cached_property
     def training(self) -> TrainingSteps:

@@ -29,7 +29,7 @@ from enum import Enum
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, saved_ops, torch_api
-from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings, scope_bindings
+from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.syntax import is_false, keyword_argument
@@ -156,12 +156,10 @@ class Provenance:
 
     def __init__(self, analysis: FileAnalysis) -> None:
         self.analysis = analysis
-        self._bindings: dict[ScopeNode, ScopeBindings] = {}
         self._frames: dict[ScopeNode, _Frame] = {}
         self._memo: dict[tuple[int, int, str], Origin] = {}
         self._in_progress: set[tuple[int, int, str]] = set()
         self._names: dict[Origin, Binding] = {}
-        self._walrus: bool | None = None  # whether the file has a `:=` at all
         self._constructors_in_progress: set[cst.CSTNode] = set()
 
     # -- questions rules ask ------------------------------------------------------------
@@ -171,13 +169,7 @@ class Provenance:
         return self._expression(expression, frame)
 
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
-        if scope not in self._bindings:
-            if self._walrus is None:
-                self._walrus = any(
-                    isinstance(n, cst.NamedExpr) for n in self.analysis.index.parents
-                )
-            self._bindings[scope] = scope_bindings(scope, self._walrus)
-        return self._bindings[scope]
+        return self.analysis.bindings(scope)
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The statement of its scope's bindings that contains `node`."""
@@ -799,7 +791,7 @@ class Provenance:
         """A call of the file's own function: the provenance of what its body returns."""
         if frame.depth >= _MAX_CALL_DEPTH or function in frame.functions:
             return self._unknown_call(node, frame)
-        returned = _returned_values(function)
+        returned = _returned_values(self.analysis, function)
         if returned is None:
             return self._unknown_call(node, frame)
         params = [*function.params.posonly_params, *function.params.params]
@@ -1077,34 +1069,19 @@ def _lambda_parameter(analysis: FileAnalysis, node: cst.CSTNode, key: str) -> bo
     return False
 
 
-def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression] | None:
+def _returned_values(
+    analysis: FileAnalysis, function: cst.FunctionDef
+) -> list[cst.BaseExpression] | None:
     """The expressions `function` returns (None for a generator, which gradfix does not
     follow); a bare `return` returns nothing worth following."""
-    finder = _ReturnFinder()
-    function.body.visit(finder)
-    return None if finder.generator else finder.values
-
-
-class _ReturnFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.values: list[cst.BaseExpression] = []
-        self.generator = False
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None:
-            self.values.append(node.value)
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        self.generator = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
+    values: list[cst.BaseExpression] = []
+    for node in analysis.descendants(function.body):
+        if isinstance(node, (cst.Return, cst.Yield)) and analysis.scope_of(node) is function:
+            if isinstance(node, cst.Yield):
+                return None
+            if node.value is not None:
+                values.append(node.value)
+    return values
 
 
 def _argument_for(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:
