@@ -8,13 +8,13 @@ sentence of evidence).
 
     python bench/corpus.py                      # findings against the labels, per rule and tier
     python bench/corpus.py --show unjudged      # list the findings still to judge
-    python bench/corpus.py --idempotence        # fix --unsafe-fixes twice on a copy
+    python bench/corpus.py --idempotence        # fix twice on a copy (safe, then unsafe too)
 
 The first prints, per rule and per tier, how many findings there are, how many were judged
 true and false, and how many are not yet judged; then the false and unjudged findings, and
 labelled findings that are no longer reported. `--idempotence` copies the corpus to a
-temporary folder, runs `gradfix fix --unsafe-fixes` twice, and checks that the second run
-changes nothing and that every rewritten file still compiles.
+temporary folder, runs `gradfix fix` twice (safe fixes only, then again with `--unsafe-fixes`),
+and checks that the second run changes nothing and that every rewritten file still compiles.
 """
 
 from __future__ import annotations
@@ -167,32 +167,35 @@ def report(found: list[dict], labels: dict, show: str) -> None:
 
 
 def idempotence(corpus: Path, repositories: list[Repository], jobs: int) -> int:
-    """`fix --unsafe-fixes` twice on a copy: the second run must change nothing, and every
-    file the first run rewrote must still compile."""
-    with tempfile.TemporaryDirectory(prefix="gradfix-corpus-") as scratch:
-        copy = Path(scratch)
-        for repository in repositories:
-            shutil.copytree(
-                corpus / repository.folder,
-                copy / repository.folder,
-                ignore=shutil.ignore_patterns(".git"),
-                symlinks=True,
-            )
-        before = _digests(copy)
-        fix = ["fix", "--unsafe-fixes", "--no-cache", "-j", str(jobs), "."]
-        first = gradfix(fix, copy)
-        after_first = _digests(copy)
-        second = gradfix(fix, copy)
-        after_second = _digests(copy)
-        changed = sorted(p for p in after_first if after_first[p] != before.get(p))
-        broken = [p for p in changed if not _compiles(copy / p)]
-        again = sorted(p for p in after_second if after_second[p] != after_first.get(p))
-        print(first.stderr.strip().splitlines()[-3:] if first.stderr else "")
-        print(f"first run rewrote {len(changed)} files; {len(broken)} no longer compile")
-        print(f"second run changed {len(again)} files (exit {second.returncode})")
-        for path in broken + again:
-            print(f"  {path}")
-        return 1 if broken or again else 0
+    """`fix` twice on a copy, with safe fixes only and with `--unsafe-fixes`: the second run
+    must change nothing, and every file the first run rewrote must still compile."""
+    failed = False
+    for flags in ([], ["--unsafe-fixes"]):
+        with tempfile.TemporaryDirectory(prefix="gradfix-corpus-") as scratch:
+            copy = Path(scratch)
+            for repository in repositories:
+                shutil.copytree(
+                    corpus / repository.folder,
+                    copy / repository.folder,
+                    ignore=shutil.ignore_patterns(".git"),
+                    symlinks=True,
+                )
+            before = _digests(copy)
+            fix = ["fix", *flags, "--no-cache", "-j", str(jobs), "."]
+            gradfix(fix, copy)
+            after_first = _digests(copy)
+            second = gradfix(fix, copy)
+            after_second = _digests(copy)
+            changed = sorted(p for p in after_first if after_first[p] != before.get(p))
+            broken = [p for p in changed if not _compiles(copy / p)]
+            again = sorted(p for p in after_second if after_second[p] != after_first.get(p))
+            name = " ".join(["fix", *flags])
+            print(f"{name}: first run rewrote {len(changed)} files, {len(broken)} do not compile")
+            print(f"{name}: second run changed {len(again)} files (exit {second.returncode})")
+            for path in broken + again:
+                print(f"  {path}")
+            failed = failed or bool(broken or again)
+    return 1 if failed else 0
 
 
 def _digests(root: Path) -> dict[str, str]:
