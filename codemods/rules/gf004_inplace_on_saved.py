@@ -363,18 +363,31 @@ class _Checker:
 
     # -- who saved it -----------------------------------------------------------------------
     def _output_saver(self, write: _Write, alias: _Alias) -> _Saver | None:
-        base = alias.base
-        if base.kind not in _GRAPH_OPS or base.grad is not Grad.ATTACHED or base.key is None:
-            return None
-        op = saved_ops.op_saving(base.key)
-        pattern = self._requires_grad(base, op) if op is not None else None
+        """The op whose saved output the write overwrites: the one that made the storage, or
+        an in-place op on the way (`out = self.relu(out)` with `nn.ReLU(inplace=True)` saves
+        its output in the storage `bn2` made)."""
+        in_place = [
+            step
+            for step in alias.steps
+            if step is not alias.base
+            and isinstance(step.expression, cst.Call)
+            and self._inplace_flag(step.expression) is not None
+        ]
+        for candidate in (alias.base, *in_place):
+            if self._saves_output_until(candidate, write, alias):
+                return _Saver(candidate, None)
+        return None
+
+    def _saves_output_until(self, origin: Origin, write: _Write, alias: _Alias) -> bool:
+        if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED or origin.key is None:
+            return False
+        op = saved_ops.op_saving(origin.key)
+        pattern = self._requires_grad(origin, op) if op is not None else None
         if op is None or pattern is None or not op.saves_output_when(pattern):
-            return None
-        if base.site is None or not self._saved_until(base.site, write, alias):
-            return None
-        if not self._reaches_a_graph(base.site):
-            return None
-        return _Saver(base, None)
+            return False
+        if origin.site is None or not self._saved_until(origin.site, write, alias):
+            return False
+        return self._reaches_a_graph(origin.site)
 
     def _reaches_a_graph(self, op_node: cst.CSTNode) -> bool:
         """Whether the op's result can be differentiated: `x.norm().item() > 1` ends in a
