@@ -1,8 +1,8 @@
 """The `gradfix` console script's entry point.
 
-It imports next to nothing itself: the commands (and with them typer, rich and LibCST, about
-half a second of imports) are loaded inside `main`, so that Ctrl-C at any moment after start-up,
-while they load included, ends the run quietly with exit status 130.
+It imports next to nothing itself: the commands (and with them typer and rich) are loaded
+inside `main`, so that Ctrl-C at any moment after start-up, while they load included, ends the
+run quietly with exit status 130.
 """
 
 from __future__ import annotations
@@ -18,7 +18,22 @@ def main() -> None:
         from codemods.commands import app
 
         app()
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not _interrupted(error):
+            raise
         # The user asked to stop: a second Ctrl-C during clean-up must not print a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _interrupted(error: BaseException) -> bool:
+    """Whether `error` is Ctrl-C, or was caused by it: a KeyboardInterrupt raised while a class
+    body is being set up reaches us wrapped ("Error calling __set_name__")."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

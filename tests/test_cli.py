@@ -431,3 +431,24 @@ def test_installed_console_script(tmp_path: Path) -> None:
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "Scanned 1 file." in check.stdout
+
+
+def test_ctrl_c_wrapped_by_class_creation_still_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a dataclass is created arrives as a RuntimeError caused by it."""
+    from codemods import cli as entry
+
+    def interrupted_import() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError("Error calling __set_name__") from interrupt
+
+    fake = type(sys)("codemods.commands")
+    fake.app = interrupted_import  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "codemods.commands", fake)
+    # main() ignores a second Ctrl-C; this process's handler (inherited by the subprocesses
+    # of later tests) must stay as it is.
+    monkeypatch.setattr(entry.signal, "signal", lambda *args: None)
+    with pytest.raises(SystemExit) as exit_info:
+        entry.main()
+    assert exit_info.value.code == entry.EXIT_INTERRUPTED
