@@ -16,7 +16,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from codemods.analysis.torch_api import INPLACE_FLAG_POSITION, NON_WRITING_UNDERSCORE_METHODS
+from codemods.analysis.torch_api import (
+    BATCHES_TEXT,
+    FORWARD_METHODS,
+    INPLACE_FLAG_POSITION,
+    NON_WRITING_UNDERSCORE_METHODS,
+    SCHEDULER_NAME,
+)
 from codemods.rules import Rule
 from codemods.rules.gf001_accumulated_loss import AccumulatedLoss
 from codemods.rules.gf002_carried_tensor import CarriedTensor
@@ -31,12 +37,8 @@ ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 _TRAINING_TEXT = re.compile(r"\.\s*(?:backward|zero_grad)\s*\(|\bautograd\b")
 _STEP_TEXT = re.compile(r"\.\s*step\s*\(")
 _RECEIVER_TEXT = re.compile(r"(\w*)\s*$")
-_SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
-# GF002's evaluation loops: `for ... in <loader, batches, dataset, tqdm(...)>`.
-_BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
 # GF003's backward calls: `x.backward(`, `autograd.grad(`, and the names imported from autograd.
 _BACKWARD_CALL_TEXT = re.compile(r"\bbackward\s*\(|\bgrad\s*\(")
-_FORWARD_METHODS = frozenset({"forward", "__call__"})
 _GROWING_METHODS = frozenset({"append", "insert"})
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -151,7 +153,7 @@ def _training_step(text: str) -> bool:
         return True
     for match in _STEP_TEXT.finditer(text):
         receiver = _RECEIVER_TEXT.search(text[max(0, match.start() - 200) : match.start()])
-        if receiver is None or not _SCHEDULER_NAME.search(receiver[1]):
+        if receiver is None or not SCHEDULER_NAME.search(receiver[1]):
             return True
     return False
 
@@ -206,13 +208,13 @@ class _Walker:
     def _function(self, node: _Function, context: _Context, owner: ast.AST | None) -> None:
         self.facts.functions.append((node.lineno, _end(node)))
         forward = context.in_forward or (
-            node.name in _FORWARD_METHODS and isinstance(owner, ast.ClassDef)
+            node.name in FORWARD_METHODS and isinstance(owner, ast.ClassDef)
         )
         self.statements(node.body, _Context(node, in_forward=forward))
 
     def _iterates_batches(self, iterable: ast.expr) -> bool:
         source = "\n".join(self.lines[iterable.lineno - 1 : _end(iterable)])
-        return bool(_BATCHES_TEXT.search(source))
+        return bool(BATCHES_TEXT.search(source))
 
     # GF001: `_accumulations` and `_initial_value`; GF002: `_carries` and `_kept_stores`.
     def _aug_assign(self, node: ast.AugAssign, context: _Context) -> None:

@@ -11,6 +11,14 @@ import re
 
 # Contexts and decorators that turn graph recording off, and the one that turns it back on.
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+# The training-step boundary (`training.py`, and `screen.py` on the `ast` tree): receivers whose
+# `.step()` updates parameters (optimizers, AMP grad scalers; not `scheduler.step()`, not
+# `env.step(action)`), iterables of an epoch over a data set, and the methods that run a
+# module's forward computation.
+STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
+SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
+BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
+FORWARD_METHODS = frozenset({"forward", "__call__"})
 # Wrappers of those that projects define for themselves (`smart_inference_mode()`,
 # `@torch_no_grad`): by name only, which can only make gradfix report less.
 GRAD_DISABLING_NAME = re.compile(r"(?:^|[._])(?:no_grad|inference_mode)$")
@@ -21,6 +29,8 @@ def disables_grad(qualified: str | None) -> bool:
     return qualified is not None and (
         qualified in GRAD_DISABLING or bool(GRAD_DISABLING_NAME.search(qualified))
     )
+
+
 GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
 

@@ -22,18 +22,10 @@ from codemods.analysis.imports import dotted_name
 if TYPE_CHECKING:
     from codemods.analysis import FileAnalysis
 
-# Receivers whose `.step()` updates parameters: optimizers and AMP grad scalers (and not
-# `scheduler.step()`, `env.step(action)`).
-_STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
-_SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 # Methods that only infer (`generate`, `sample`, `predict_step`): nothing backpropagates through
 # what they return.
 _INFERENCE_NAME = re.compile(r"^_*(?:generate|sample|predict|infer|inference)", re.IGNORECASE)
-# Methods that run the forward computation of a module: loops in them carry graphs on purpose.
-FORWARD_METHODS = frozenset({"forward", "__call__"})
 
-# Iterables of a loop over a data set: a data loader, batches, a progress bar over them.
-_BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
 
 Loop = cst.For | cst.While
 
@@ -44,7 +36,7 @@ def is_optimizer_step(call: cst.Call) -> bool:
     if not isinstance(func, cst.Attribute) or func.attr.value != "step":
         return False
     name = (dotted_name(func.value) or "").rsplit(".", 1)[-1]
-    return bool(_STEPPER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
+    return bool(torch_api.STEPPER_NAME.search(name)) and not torch_api.SCHEDULER_NAME.search(name)
 
 
 def is_training_step(call: cst.Call) -> bool:
@@ -131,7 +123,7 @@ def in_forward(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
     function nested in one)."""
     scope = analysis.scope_of(node)
     while isinstance(scope, cst.FunctionDef):
-        if scope.name.value in FORWARD_METHODS and analysis.class_of(scope) is not None:
+        if scope.name.value in torch_api.FORWARD_METHODS and analysis.class_of(scope) is not None:
             return True
         scope = analysis.index.enclosing_function.get(scope, analysis.module)
     return False
@@ -139,7 +131,9 @@ def in_forward(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
 
 def iterates_batches(analysis: FileAnalysis, loop: Loop) -> bool:
     """`for ... in <a data loader, batches, tqdm(...)>`: an epoch over a data set."""
-    return isinstance(loop, cst.For) and bool(_BATCHES_TEXT.search(analysis.code_of(loop.iter)))
+    return isinstance(loop, cst.For) and bool(
+        torch_api.BATCHES_TEXT.search(analysis.code_of(loop.iter))
+    )
 
 
 def in_inference_method(analysis: FileAnalysis, node: cst.CSTNode) -> bool:

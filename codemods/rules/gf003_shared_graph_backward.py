@@ -46,6 +46,7 @@ from codemods.analysis.provenance import (
     saves_tensors,
     walk,
 )
+from codemods.analysis.training import is_optimizer_step
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 
@@ -53,9 +54,6 @@ from codemods.rules.base import Rule, RuleFinding
 _BACKWARD_TEXT = re.compile(r"\.backward\(|\bgrad\(")
 _LOOP_TEXT = re.compile(r"^\s*(?:for|while)\b", re.MULTILINE)
 _TWICE_ERROR = '"Trying to backward through the graph a second time"'
-# Receivers whose `.step()` updates parameters: optimizers and AMP grad scalers.
-_STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
-_SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 # Context managers under which a failing backward is what the code expects.
 _EXPECTS_ERROR = re.compile(r"assertRaises|raises")
 # Container methods that change a list in place (so `xs[-1]` or `len(xs)` may change).
@@ -662,10 +660,7 @@ def _updates_parameters(analysis: FileAnalysis, provenance: Provenance, node: cs
         method = node.func.attr.value
         receiver = node.func.value
         if method == "step":
-            if analysis.value_of(receiver).kind is Kind.OPTIMIZER:
-                return True
-            name = (dotted_name(receiver) or "").rsplit(".", 1)[-1]
-            return bool(_STEPPER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
+            return analysis.value_of(receiver).kind is Kind.OPTIMIZER or is_optimizer_step(node)
         in_place = method.endswith("_") and not method.startswith("_")
         return in_place and _is_parameter(analysis, provenance, receiver)
     if isinstance(node, cst.AugAssign):
