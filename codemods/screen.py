@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from codemods.analysis.torch_api import (
     BATCHES_TEXT,
     FORWARD_METHODS,
-    INPLACE_FLAG_POSITION,
+    FUNCTIONAL_LOSSES,
     NON_WRITING_UNDERSCORE_METHODS,
     SCHEDULER_NAME,
 )
@@ -28,6 +28,7 @@ from codemods.rules.gf001_accumulated_loss import AccumulatedLoss
 from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
+from codemods.screen_inplace import may_break_saved
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
@@ -40,6 +41,25 @@ _RECEIVER_TEXT = re.compile(r"(\w*)\s*$")
 # GF003's backward calls: `x.backward(`, `autograd.grad(`, and the names imported from autograd.
 _BACKWARD_CALL_TEXT = re.compile(r"\bbackward\s*\(|\bgrad\s*\(")
 _GROWING_METHODS = frozenset({"append", "insert"})
+# A leaf, a backward, or a conventionally named criterion (`interpreter._CONVENTIONAL_CRITERIA`).
+_SOURCE_TEXT = re.compile(
+    r"Parameter|requires_grad|\.parameters\s*\(|backward|autograd"
+    r"|\b(?:criterion|loss_fn|loss_func|loss_function)\s*\("
+)
+_NEVER_LOSSES = (
+    ast.Constant,
+    ast.JoinedStr,
+    ast.List,
+    ast.Tuple,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.DictComp,
+    ast.SetComp,
+    ast.Compare,
+)
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "str", "bool", "round", "repr", "range"})
+MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -65,6 +85,8 @@ class _Facts:
     autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
     write: bool = False  # GF004: an augmented or index assignment that may write a tensor
     imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
+    graph_source: bool | None = None  # `_graph_source`, once asked
+    classes: set[str] = field(default_factory=set)  # classes defined or imported by name
     functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
@@ -79,7 +101,7 @@ def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
         module = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return list(rules)  # a notebook's joined cells, which only LibCST may accept
-    facts = _Facts(imports=_import_aliases(module))
+    facts = _Facts(imports=_import_aliases(module), classes=_class_names(module))
     _Walker(facts, text.splitlines()).statements(module.body, _Context())
     return [rule for rule in rules if _SCREENS[type(rule)](facts, text, module)]
 
@@ -87,8 +109,10 @@ def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
 # -- the screens ------------------------------------------------------------------------------
 def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
     """An accumulation (`+=`, `x = x + ...`, `.append(x)`, a meter's `.update(x)`) across loop
-    iterations or calls, outside a forward for a local total."""
-    return facts.accumulation or (facts.meter_call and facts.meter_class)
+    iterations or calls, outside a forward for a local total, of a value that may be
+    graph-attached."""
+    accumulates = facts.accumulation or (facts.meter_call and facts.meter_class)
+    return accumulates and _graph_source(facts, text, module)
 
 
 def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
@@ -119,24 +143,32 @@ def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
 
 
 def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
-    """An in-place write (`_Checker._writes`): an augmented or index assignment, a `*_`
-    method called on anything but an imported name, an `inplace` flag (`_flag_argument`), or
-    `out=`."""
-    if facts.write:
-        return True
+    """An in-place write whose tensor an op of its function may have saved, or a leaf
+    (`screen_inplace`), in a file where a value may be graph-attached."""
+    return _graph_source(facts, text, module) and may_break_saved(module, facts.imports, text)
+
+
+def _graph_source(facts: _Facts, text: str, module: ast.Module) -> bool:
+    """Whether a value of the file may be graph-attached (`Grad.ATTACHED` or `LIKELY`): the
+    analysis finds one only downstream of a module of torch's built here, a module class
+    defined here, a leaf (`nn.Parameter`, `requires_grad`), a backward on a name, or a loss
+    (a functional loss, a `*Loss` module, a conventionally named criterion)."""
+    if facts.graph_source is None:
+        facts.graph_source = bool(_SOURCE_TEXT.search(text)) or _builds_graph(module, facts)
+    return facts.graph_source
+
+
+def _builds_graph(module: ast.Module, facts: _Facts) -> bool:
     for node in ast.walk(module):
-        if not isinstance(node, ast.Call):
-            continue
-        func, keywords = node.func, {keyword.arg: keyword.value for keyword in node.keywords}
-        qualified = _qualified(func, facts.imports)
-        if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
-            return True
-        if "out" in keywords or _is_true(keywords.get("inplace")):
-            return True
-        position = INPLACE_FLAG_POSITION.get(qualified or "")
-        positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
-        if position is not None and _is_true(dict(enumerate(positional)).get(position)):
-            return True
+        if isinstance(node, ast.ClassDef):
+            if any(_qualified(base, facts.imports) in MODULE_BASES for base in node.bases):
+                return True
+        elif isinstance(node, ast.Call):
+            qualified = _qualified(node.func, facts.imports) or ""
+            if qualified in FUNCTIONAL_LOSSES:
+                return True
+            if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
+                return True
     return False
 
 
@@ -221,7 +253,7 @@ class _Walker:
         if _self_attribute(node.target) and context.function is not None:
             self.facts.meter_class = True
         if isinstance(node.op, ast.Add):
-            self._accumulation(node.target, context)
+            self._accumulation(node.target, node.value, context)
         if isinstance(node.target, ast.Subscript) or _key(node.target) is not None:
             self.facts.write = True
 
@@ -237,7 +269,8 @@ class _Walker:
             return
         key = _key(node.targets[0])
         if isinstance(value.op, ast.Add) and key is not None and key in _operand_keys(value):
-            self._accumulation(node.targets[0], context)
+            operand = value.right if _key(value.left) == key else value.left
+            self._accumulation(node.targets[0], operand, context)
 
     def _call_statement(self, call: ast.Call, context: _Context) -> None:
         func = call.func
@@ -249,13 +282,15 @@ class _Walker:
         if not call.args and all(keyword.arg for keyword in call.keywords):
             return
         if func.attr == "append":
-            self._accumulation(func.value, context)
+            self._accumulation(func.value, call.args[0] if call.args else None, context)
         else:
             self.facts.meter_call = True
 
-    def _accumulation(self, accumulator: ast.expr, context: _Context) -> None:
+    def _accumulation(
+        self, accumulator: ast.expr, operand: ast.expr | None, context: _Context
+    ) -> None:
         key = _key(_container(accumulator))
-        if key is None:
+        if key is None or (operand is not None and not self._may_be_loss(operand)):
             return
         local = not key.startswith("self.")
         if local and context.in_forward:
@@ -264,6 +299,22 @@ class _Walker:
             in_init = context.function is not None and context.function.name == "__init__"
             if context.in_loop or not in_init:
                 self.facts.accumulation = True
+
+    def _may_be_loss(self, operand: ast.expr) -> bool:
+        """Whether the accumulated value may be a graph-attached loss or scalar (GF001's
+        `operand.loss or operand.scalar`): not a literal, a display, a comparison, a number
+        builtin's result, or a class built (`self.layers.append(Block(config))`)."""
+        if isinstance(operand, _NEVER_LOSSES):
+            return False
+        if not isinstance(operand, ast.Call):
+            return True
+        func = operand.func
+        if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS:
+            return False
+        if isinstance(func, ast.Name) and func.id in self.facts.classes:
+            return False
+        qualified = _qualified(func, self.facts.imports) or ""
+        return not qualified.rsplit(".", 1)[-1][:1].isupper()  # `nn.Linear(...)`
 
     def _store(self, context: _Context, kept: bool) -> None:
         if context.in_forward or not context.in_loop:
@@ -289,6 +340,21 @@ def _import_aliases(module: ast.Module) -> dict[str, str]:
                 if alias.name != "*":
                     aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"
     return aliases
+
+
+def _class_names(module: ast.Module) -> set[str]:
+    """The classes the module defines, and the capitalised names it imports (`from .layers
+    import Block`): calling one builds an object, never a loss."""
+    names: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, ast.ClassDef):
+            names.add(statement.name)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for alias in statement.names:
+                name = alias.asname or alias.name.split(".")[0]
+                if name[:1].isupper():
+                    names.add(name)
+    return names
 
 
 def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:

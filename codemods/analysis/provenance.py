@@ -72,7 +72,7 @@ _COPYING_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed"})
 # Methods of containers through which one of their elements comes out.
 _ELEMENT_METHODS = frozenset({"pop", "get", "popleft", "__getitem__"})
 # Tensor attributes that are not tensors of the graph.
-_FREE_ATTRIBUTES = frozenset(
+FREE_ATTRIBUTES = frozenset(
     {"shape", "dtype", "device", "requires_grad", "is_leaf", "data", "grad", "ndim", "grad_fn"}
 )
 _VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
@@ -514,7 +514,7 @@ class Provenance:
 
     def _attribute(self, node: cst.Attribute, frame: _Frame) -> Origin:
         attribute = node.attr.value
-        if attribute in _FREE_ATTRIBUTES:
+        if attribute in FREE_ATTRIBUTES:
             return self._data(node, frame)
         if attribute in _VIEW_ATTRIBUTES:
             return self._op(node, frame, f"Tensor.{attribute}", [node.value])

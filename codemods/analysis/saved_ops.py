@@ -179,3 +179,8 @@ def saves_anything(key: str) -> bool | None:
 def torch_version() -> str:
     """The PyTorch version the table was measured on."""
     return _table()[0]
+
+
+def op_keys() -> list[str]:
+    """Every op the table knows."""
+    return list(_table()[1])

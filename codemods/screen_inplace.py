@@ -1,0 +1,594 @@
+"""GF004's screen: an in-place write whose tensor an op in the same function may have saved.
+
+GF004 reports a write only when the written storage is a graph leaf, or when an op of the
+write's own function (scope), evaluated before it or in a loop around both, saved that storage:
+as its output, or as one of its inputs. Provenance finds the storage by following names to
+their bindings, views (the op table's `view_of_input`, `x[i]`, `.T`), `.detach()`, in-place
+layers, and calls of the file's own functions. The screen follows the same paths coarsely: per
+scope, a binding joins its targets with every name its value may alias, into one class; a write
+may break a saved tensor only when an op of its scope reads, or binds its result to, a name of
+the written tensor's class. A function whose decorator turns grad mode off saves nothing and
+may write its leaves. Whatever the screen cannot follow lets the file through.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from codemods.analysis import saved_ops
+from codemods.analysis.provenance import FREE_ATTRIBUTES
+from codemods.analysis.torch_api import (
+    INPLACE_FLAG_POSITION,
+    NON_WRITING_UNDERSCORE_METHODS,
+    disables_grad,
+)
+
+# A layer built to work in place (`nn.ReLU(inplace=True)`, `nn.ReLU(True)`): a call of any
+# module may then write its first argument.
+_INPLACE_LAYER_TEXT = re.compile(r"inplace\s*=\s*True|\(\s*True\s*[,)]")
+# A graph leaf (`_Checker._is_leaf`): a module's `weight`/`bias`, `nn.Parameter`, a factory with
+# `requires_grad=True`, `.requires_grad_()`, an element of `.parameters()`.
+_LEAF = "<leaf>"
+_LEAF_ATTRIBUTES = frozenset({"weight", "bias"})
+_LEAF_CALLS = frozenset({"Parameter", "requires_grad_", "parameters"})
+# Views that provenance reads off an attribute (`x.T`), and methods through which a
+# container's element comes out (`provenance._ELEMENT_METHODS`).
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+_ELEMENT_METHODS = frozenset({"pop", "get", "popleft", "__getitem__"})
+# Builtins whose result is a number, a string or an iterator, never a saving op.
+_NOT_OPS = frozenset(
+    {"len", "isinstance", "range", "print", "str", "int", "float", "bool", "getattr", "hasattr"}
+    | {"setattr", "enumerate", "zip", "list", "tuple", "dict", "set", "sorted", "type", "id"}
+    | {"repr", "format", "super", "callable", "iter", "next", "any", "all", "round", "hash"}
+)
+# Builtins whose result is one of their arguments' values or elements.
+_PASSING_BUILTINS = frozenset(
+    {"list", "tuple", "sorted", "reversed", "min", "max", "getattr", "next", "iter"}
+    | {"enumerate", "zip", "dict", "set"}
+)
+
+_DISPLAYS = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
+# The table's ops that save a tensor under some requires-grad pattern, without call-shape
+# suffixes (`operator.mul[scalar]`): only these, modules built from them, and the file's own
+# functions (provenance follows them) can save what a write breaks.
+_SAVING_KEYS = frozenset(
+    key.split("[")[0] for key in saved_ops.op_keys() if saved_ops.saves_anything(key)
+)
+_CONTAINER_MODULES = frozenset(
+    {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
+)
+_OPERATOR_NAMES: dict[type[ast.operator], str] = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "truediv",
+    ast.MatMult: "matmul",
+    ast.Pow: "pow",
+}
+
+_BINDING_NODES = (
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.For,
+    ast.AsyncFor,
+    ast.comprehension,
+    ast.withitem,
+    ast.NamedExpr,
+)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_Scope = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+def may_break_saved(module: ast.Module, imports: dict[str, str], text: str) -> bool:
+    """Whether some in-place write of the file may break a tensor GF004 sees saved."""
+    if "Sequential" in text and _INPLACE_LAYER_TEXT.search(text):
+        return True  # `_Checker._sequential`: an in-place layer right after a saving one
+    return _InplaceScreen(module, imports, text).may_break()
+
+
+class _Classes:
+    """Union-find over the names and `self.x` keys of one scope."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, key: str) -> str:
+        parent = self.parent.setdefault(key, key)
+        while parent != key:
+            grand = self.parent[parent]
+            self.parent[key] = grand
+            key, parent = parent, grand
+        return key
+
+    def union(self, keys: set[str]) -> None:
+        roots = [self.find(key) for key in keys]
+        for root in roots[1:]:
+            if root != roots[0]:
+                self.parent[root] = roots[0]
+
+    def groups(self) -> dict[str, set[str]]:
+        groups: dict[str, set[str]] = {}
+        for key in self.parent:
+            groups.setdefault(self.find(key), set()).add(key)
+        return groups
+
+
+class _Scan:
+    """One scope's own nodes, in source order, with the statement each is in and whether a
+    loop of the scope encloses it. Nested functions, classes and lambdas are listed, not
+    entered: they are scopes of their own."""
+
+    def __init__(self, scope: _Scope, outer: _Scan | None) -> None:
+        self.scope = scope
+        self.outer = outer
+        self.nodes: list[ast.AST] = []
+        self.statement: dict[ast.AST, ast.stmt] = {}
+        self.in_loop: set[ast.AST] = set()
+        self.inner: list[_Scan] = []
+        self.classes: tuple[_Classes, dict[str, set[str]], set[str]] | None = None
+
+
+class _Survey:
+    """One walk over the file: every scope's nodes, the file's classes, functions and
+    bindings, and the names each function's body reads."""
+
+    def __init__(self, module: ast.Module) -> None:
+        self.class_names: set[str] = set()
+        self.reads: dict[str, set[str]] = {}  # function name -> names, `self.x` keys, `<leaf>`
+        self.bindings: list[ast.AST] = []
+        self.root = self._scope(module, None, [])
+
+    def _scope(self, scope: _Scope, outer: _Scan | None, functions: list[set[str]]) -> _Scan:
+        scan = _Scan(scope, outer)
+        body = [ast.Expr(scope.body)] if isinstance(scope, ast.Lambda) else scope.body
+        for statement in body:
+            self._visit(statement, statement, False, scan, functions)
+        return scan
+
+    def _visit(
+        self,
+        node: ast.AST,
+        statement: ast.stmt,
+        in_loop: bool,
+        scan: _Scan,
+        functions: list[set[str]],
+    ) -> None:
+        scan.nodes.append(node)
+        scan.statement[node] = statement
+        if in_loop:
+            scan.in_loop.add(node)
+        if isinstance(node, _SCOPES):
+            inner_functions = functions
+            if isinstance(node, _FUNCTIONS):
+                inner_functions = [*functions, self.reads.setdefault(node.name, set())]
+            elif isinstance(node, ast.ClassDef):
+                self.class_names.add(node.name)
+            scan.inner.append(self._scope(node, scan, inner_functions))
+            return
+        if functions:
+            read = None
+            if isinstance(node, ast.Attribute):
+                read = _self_key(node)
+            elif isinstance(node, ast.Name):
+                read = node.id
+            elif isinstance(node, ast.Call) and _makes_leaf(node):
+                read = _LEAF
+            if read is not None:
+                for names in functions:
+                    names.add(read)
+        if isinstance(node, _BINDING_NODES):
+            self.bindings.append(node)
+        loop = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
+        for field in node._fields:
+            value = getattr(node, field, None)
+            inside = in_loop or (loop and field == "body")
+            if isinstance(value, list):
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        here = child if isinstance(child, ast.stmt) else statement
+                        self._visit(child, here, inside, scan, functions)
+            elif isinstance(value, ast.AST):
+                here = value if isinstance(value, ast.stmt) else statement
+                self._visit(value, here, inside, scan, functions)
+
+
+class _InplaceScreen:
+    def __init__(self, module: ast.Module, imports: dict[str, str], text: str) -> None:
+        self.imports = imports
+        self.inplace_layers = bool(_INPLACE_LAYER_TEXT.search(text))
+        self.survey = survey = _Survey(module)
+        self.function_names = set(survey.reads)
+        self.class_names = survey.class_names
+        module_names = {
+            name.id
+            for statement in module.body
+            for targets, _ in _bindings(statement)
+            for target in targets
+            for name in ast.walk(target)
+            if isinstance(name, ast.Name)
+        }
+        # What a call of one of the file's functions or methods may return (provenance follows
+        # them): the `self.x` keys and module globals its body names, and a leaf it makes.
+        self.returns = {
+            name: {k for k in reads if k[:5] == "self." or k == _LEAF or k in module_names}
+            for name, reads in survey.reads.items()
+        }
+        # Names and attributes bound (anywhere) to a module whose call may save: one of the
+        # table's, a container of layers, or a class of the file (followed into `forward`).
+        self.saving_modules: set[str] = set()
+        # Of those, the ones only ever bound to a layer of torch's, whose output is new storage.
+        self.torch_layers: set[str] = set()
+        other_modules: set[str] = set()
+        attribute_bindings = []
+        for node in survey.bindings:
+            for targets, value in _bindings(node):
+                identifiers = {_identifier(target) for target in targets}
+                if isinstance(value, ast.Call) and self._builds_saving_module(value):
+                    self.saving_modules |= identifiers
+                if isinstance(value, ast.Call) and self._builds_torch_layer(value):
+                    self.torch_layers |= identifiers
+                else:
+                    other_modules |= identifiers
+                keys = {k for t in targets for k in map(_self_key, ast.walk(t)) if k}
+                if keys:
+                    attribute_bindings.append((keys, value))
+        self.torch_layers -= other_modules
+        # `self.x` keys joined by a binding anywhere in the file (provenance follows an
+        # attribute to its bindings in other methods), with `<leaf>` for a leaf's.
+        attributes = _Classes()
+        for keys, value in attribute_bindings:
+            linked = {k for k in self.aliases(value) if k[:5] == "self." or k == _LEAF}
+            attributes.union(keys | linked)
+        self.attribute_groups = {
+            key: group for group in attributes.groups().values() for key in group
+        }
+
+    def may_break(self) -> bool:
+        return self._scope_may_break(self.survey.root)
+
+    # -- scopes ---------------------------------------------------------------------------
+    def _scope_may_break(self, scan: _Scan) -> bool:
+        scope = scan.scope
+        grad_off = isinstance(scope, _FUNCTIONS) and self._grad_disabled(scope)
+        writes = [] if grad_off else list(self._writes(scan))
+        if writes:
+            classes, groups, _ = self._classes(scan)
+            ops = [(node, self._op_names(node, scan)) for node in scan.nodes if self._saves(node)]
+            for call, target, line in writes:
+                written = self._written(target, classes, groups)
+                if written is None or _LEAF in written:
+                    return True
+                in_loop = call in scan.in_loop
+                for op, names in ops:
+                    if op is call or (not in_loop and op.lineno > line):  # type: ignore[attr-defined]
+                        continue
+                    if not names.isdisjoint(written):
+                        return True
+        return any(self._scope_may_break(inner) for inner in scan.inner)
+
+    def _classes(self, scan: _Scan) -> tuple[_Classes, dict[str, set[str]], set[str]]:
+        """The scope's classes (computed once), their groups, and the names it binds."""
+        if scan.classes is not None:
+            return scan.classes
+        classes = _Classes()
+        bound: set[str] = set()
+        for node in scan.nodes:
+            for targets, value in _bindings(node):
+                keys = {key for target in targets for key in self._target_names(target)}
+                bound |= {key for key in keys if key[:5] != "self."}
+                classes.union(keys | self.aliases(value))
+        for key in list(classes.parent):
+            if key[:5] == "self.":
+                classes.union(self.attribute_groups.get(key, set()) | {key})
+            elif key not in bound:
+                # A name this scope only reads lives in an enclosing one (a closure, a global).
+                outer = scan.outer
+                while outer is not None:
+                    outer_classes, outer_groups, outer_bound = self._classes(outer)
+                    if key in outer_bound:
+                        classes.union(outer_groups[outer_classes.find(key)] | {key})
+                    outer = outer.outer
+        scan.classes = (classes, classes.groups(), bound)
+        return scan.classes
+
+    def _written(
+        self, target: ast.expr, classes: _Classes, groups: dict[str, set[str]]
+    ) -> set[str] | None:
+        """The class of the written tensor; None when the screen cannot tell."""
+        keys = self.aliases(target)
+        if not keys:
+            # `w.data[i] = v`, `p.grad.zero_()`: storage without history, which no op saved.
+            # An op in the written expression (`x.sigmoid().mul_(2)`) may have saved it.
+            ops = any(self._saves(node) for node in ast.walk(target))
+            return None if ops else set()
+        written: set[str] = set()
+        for key in keys:
+            written |= groups.get(classes.find(key), {key})
+        return written
+
+    def _grad_disabled(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        for decorator in function.decorator_list:
+            callee = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if disables_grad(_qualified(callee, self.imports)):
+                return True
+        return False
+
+    # -- writes -----------------------------------------------------------------------------
+    def _writes(self, scan: _Scan) -> Iterator[tuple[ast.AST, ast.expr, int]]:
+        """`_Checker._writes`: the writing node, the written expression, the last line."""
+        for node in scan.nodes:
+            if isinstance(node, ast.AugAssign):
+                target = node.target
+                yield (
+                    node,
+                    target.value if isinstance(target, ast.Subscript) else target,
+                    _end(node),
+                )
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Subscript):
+                        yield node, target.value, _end(node)
+            elif isinstance(node, ast.Call):
+                for written in self._call_writes(node):
+                    yield node, written, _end(node)
+
+    def _call_writes(self, call: ast.Call) -> Iterator[ast.expr]:
+        func = call.func
+        positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
+        qualified = _qualified(func, self.imports)
+        if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
+            yield func.value
+        if positional and (self._in_place_flag(call, qualified) or self._layer_call(call)):
+            yield positional[0]
+        out = next((k.value for k in call.keywords if k.arg == "out"), None)
+        if out is not None:
+            yield out
+
+    def _in_place_flag(self, call: ast.Call, qualified: str | None) -> bool:
+        """`inplace=True`, or `True` at the position the op table knows."""
+        if any(k.arg == "inplace" and _is_true(k.value) for k in call.keywords):
+            return True
+        position = INPLACE_FLAG_POSITION.get(qualified or "")
+        positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
+        return (
+            position is not None and position < len(positional) and _is_true(positional[position])
+        )
+
+    def _layer_call(self, call: ast.Call) -> bool:
+        """A call that may be of a module built with `inplace=True`."""
+        if not self.inplace_layers:
+            return False
+        func = call.func
+        if isinstance(func, ast.Name):
+            return func.id not in self.imports
+        return isinstance(func, (ast.Attribute, ast.Subscript))
+
+    # -- ops that may save -------------------------------------------------------------------
+    def _saves(self, node: ast.AST) -> bool:
+        """Whether the node may be an op that saves a tensor (`_Checker._input_savers`,
+        `_output_saver`): a saving op of the table, or a call provenance follows into."""
+        if isinstance(node, ast.BinOp):
+            name = _OPERATOR_NAMES.get(type(node.op))
+            return name is not None and f"operator.{name}" in _SAVING_KEYS
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        qualified = _qualified(func, self.imports)
+        if qualified is not None and qualified.startswith("torch."):
+            return qualified in _SAVING_KEYS  # a module's constructor builds, it does not run
+        if isinstance(func, ast.Name):
+            return func.id in self.function_names or func.id in self.saving_modules
+        if isinstance(func, ast.Attribute):
+            return (
+                f"Tensor.{func.attr}" in _SAVING_KEYS
+                or func.attr in self.function_names
+                or func.attr in self.saving_modules
+                or func.attr == "forward"
+            )
+        if isinstance(func, ast.Subscript):
+            return _identifier(func.value) in self.saving_modules
+        return True  # `self.get_embeddings()(ids)`: provenance may find the module
+
+    def _builds_saving_module(self, call: ast.Call) -> bool | None:
+        """Whether the call builds a module whose call may save; None when it does not build
+        a module of torch's or of the file."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.class_names:
+            return True
+        qualified = _qualified(func, self.imports)
+        if qualified is None or not qualified.startswith("torch.nn."):
+            return None
+        if not qualified.rsplit(".", 1)[-1][:1].isupper():
+            return None
+        return qualified in _SAVING_KEYS or qualified in _CONTAINER_MODULES
+
+    def _builds_torch_layer(self, call: ast.Call) -> bool:
+        """`nn.Linear(...)`: a layer of the table, not a view (`nn.Identity`), not built in
+        place."""
+        qualified = _qualified(call.func, self.imports)
+        if qualified not in _SAVING_KEYS or qualified in _CONTAINER_MODULES:
+            return False
+        op = saved_ops.op_saving(qualified)
+        in_place = any(k.arg == "inplace" for k in call.keywords) or any(
+            _is_true(arg) for arg in call.args
+        )
+        return op is not None and op.view_of_input is None and not in_place
+
+    # -- names ------------------------------------------------------------------------------
+    def _target_names(self, target: ast.expr) -> set[str]:
+        """The names a binding target binds (or, for `a[i] = v` and `a.x = v`, stores into)."""
+        return self.aliases(target)
+
+    def aliases(self, expression: ast.AST) -> set[str]:
+        """The names and `self.x` keys whose storage the expression's value may share (as
+        provenance follows it), with `<leaf>` when it may be a graph leaf."""
+        names: set[str] = set()
+        stack: list[ast.AST] = [expression]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Name):
+                if node.id != "self" and node.id not in self.imports:
+                    names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                if node.attr in FREE_ATTRIBUTES:
+                    continue  # `w.data`, `x.shape`: no history, storage of its own
+                if node.attr in _LEAF_ATTRIBUTES:
+                    names.add(_LEAF)
+                key = _self_key(node)
+                if key is not None:
+                    names.add(key)
+                else:
+                    stack.append(node.value)
+            elif isinstance(node, ast.Subscript):
+                stack.append(node.value)  # a view; the index is not aliased
+            elif isinstance(node, ast.Call):
+                stack.extend(self._call_aliases(node, names))
+            elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                stack.append(node.elt)
+            elif isinstance(node, ast.DictComp):
+                stack.append(node.value)
+            elif isinstance(node, ast.Dict):
+                stack.extend(value for value in node.values if value is not None)
+            elif isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Lambda)):
+                continue  # a new value
+            elif isinstance(node, (ast.Constant, ast.JoinedStr)):
+                continue
+            else:  # tuples, lists, `a if c else b`, `a or b`, `x := v`, `*xs`, `await x`
+                stack.extend(
+                    child
+                    for child in ast.iter_child_nodes(node)
+                    if not isinstance(child, (ast.expr_context, ast.boolop))
+                    and not (isinstance(node, ast.IfExp) and child is node.test)
+                )
+        return names
+
+    def _call_aliases(self, call: ast.Call, names: set[str]) -> list[ast.AST]:
+        """What a call's value may alias (`provenance._call`); adds the names it adds itself."""
+        func = call.func
+        arguments: list[ast.AST] = list(call.args) + [k.value for k in call.keywords]
+        qualified = _qualified(func, self.imports)
+        if _makes_leaf(call):
+            names.add(_LEAF)
+        if qualified is not None:
+            if self._in_place_flag(call, qualified):
+                return call.args[:1]
+            op = saved_ops.op_saving(qualified)
+            viewed = op is not None and op.view_of_input is not None
+            return list(call.args) if viewed else []
+        if isinstance(func, ast.Name):
+            if func.id in self.function_names:
+                names |= self.returns[func.id]
+                return arguments
+            if func.id in _NOT_OPS and func.id not in _PASSING_BUILTINS:
+                return []
+            if func.id in self.torch_layers:
+                return []
+            return arguments  # a builtin passing values, a module, a class, a callable
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            names |= self.returns.get(method, set())
+            if method in self.torch_layers and method not in self.function_names:
+                return []  # `self.fc(x)` with `self.fc = nn.Linear(...)`: new storage
+            if _self_key(func) is not None or method in self.function_names:
+                return arguments  # a module or a method of the file, followed inside
+            op = saved_ops.op_saving(f"Tensor.{method}")
+            if (op is not None and op.view_of_input is not None) or method in _ELEMENT_METHODS:
+                return [func.value]
+            if method == "forward" or (
+                self.inplace_layers and isinstance(func.value, ast.Attribute)
+            ):
+                return arguments  # a module's forward; `self.layers.act(x)` built in place
+            return []
+        return [func, *arguments]  # `self.layers[i](x)`, `f()(x)`
+
+    def _op_names(self, op: ast.AST, scan: _Scan) -> set[str]:
+        """What an op reads (its inputs' aliases) and what its result is bound to."""
+        if isinstance(op, ast.Call):
+            inputs: list[ast.AST] = list(op.args)
+            if isinstance(op.func, ast.Attribute):
+                inputs.append(op.func.value)
+            names = set().union(*map(self.aliases, inputs)) if inputs else set()
+            key = _self_key(op.func)
+            if key is not None:
+                names.add(key)  # `self.embed()`: a module's parameters, without an argument
+        elif isinstance(op, ast.BinOp):
+            names = self.aliases(op.left) | self.aliases(op.right)
+        else:
+            names = self.aliases(op.operand)  # type: ignore[attr-defined]
+        # Its result bound to a name (not stored into `out[i] = ...`, which copies it).
+        statement = scan.statement[op]
+        for targets, _ in _bindings(statement):
+            for target in targets:
+                if not isinstance(target, (ast.Subscript, ast.Attribute)) or _self_key(target):
+                    names |= self._target_names(target)
+        return names
+
+
+def _bindings(node: ast.AST) -> Iterator[tuple[list[ast.expr], ast.AST]]:
+    """What one node binds, and from what."""
+    if isinstance(node, ast.Assign):
+        yield node.targets, node.value
+    elif isinstance(node, ast.AugAssign) and isinstance(node.value, _DISPLAYS):
+        yield [node.target], node.value  # `xs += [x]`; `h += r` keeps `h`'s own storage
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        yield [node.target], node.value
+    elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        yield [node.target], node.iter
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        yield [node.optional_vars], node.context_expr
+    elif isinstance(node, ast.NamedExpr):
+        yield [node.target], node.value
+
+
+def _makes_leaf(call: ast.Call) -> bool:
+    func = call.func
+    callee = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if callee in _LEAF_CALLS:
+        return True
+    return any(k.arg == "requires_grad" and _is_true(k.value) for k in call.keywords)
+
+
+def _identifier(node: ast.AST) -> str:
+    """The last name of `x`, `self.x` or `a.b.x`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _self_key(node: ast.AST) -> str | None:
+    value = node.value if isinstance(node, ast.Attribute) else None
+    if isinstance(value, ast.Name) and value.id == "self":
+        return f"self.{node.attr}"  # type: ignore[union-attr]
+    return None
+
+
+def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """`imports.qualify`: the name a dotted expression spells through the imports."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(parts)])
+
+
+def _writes_data(method: str) -> bool:
+    """`gf004_inplace_on_saved._writes_data`."""
+    return (
+        method.endswith("_")
+        and not method.startswith("_")
+        and method not in NON_WRITING_UNDERSCORE_METHODS
+    )
+
+
+def _is_true(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _end(node: ast.AST) -> int:
+    return getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
