@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from codemods.analysis.interpreter import CONVENTIONAL_CRITERIA
 from codemods.analysis.torch_api import (
     BATCHES_TEXT,
     FORWARD_METHODS,
@@ -41,7 +42,7 @@ _RECEIVER_TEXT = re.compile(r"(\w*)\s*$")
 # GF003's backward calls: `x.backward(`, `autograd.grad(`, and the names imported from autograd.
 _BACKWARD_CALL_TEXT = re.compile(r"\bbackward\s*\(|\bgrad\s*\(")
 _GROWING_METHODS = frozenset({"append", "insert"})
-# A leaf, a backward, or a conventionally named criterion (`interpreter._CONVENTIONAL_CRITERIA`).
+# A leaf, a backward, or a conventionally named criterion (`interpreter.CONVENTIONAL_CRITERIA`).
 _SOURCE_TEXT = re.compile(
     r"Parameter|requires_grad|\.parameters\s*\(|backward|autograd"
     r"|\b(?:criterion|loss_fn|loss_func|loss_function)\s*\("
@@ -87,6 +88,7 @@ class _Facts:
     imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
     graph_source: bool | None = None  # `_graph_source`, once asked
     classes: set[str] = field(default_factory=set)  # classes defined or imported by name
+    foreign: set[str] = field(default_factory=set)  # names imported from outside torch
     functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
@@ -101,8 +103,11 @@ def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
         module = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return list(rules)  # a notebook's joined cells, which only LibCST may accept
-    facts = _Facts(imports=_import_aliases(module), classes=_class_names(module))
-    _Walker(facts, text.splitlines()).statements(module.body, _Context())
+    imports = _import_aliases(module)
+    facts = _Facts(
+        imports=imports, classes=_class_names(module), foreign=_foreign_names(module, imports)
+    )
+    _Walker(facts, text.splitlines(), module).statements(module.body, _Context())
     return [rule for rule in rules if _SCREENS[type(rule)](facts, text, module)]
 
 
@@ -194,9 +199,11 @@ def _training_step(text: str) -> bool:
 class _Walker:
     """Visits statements only (expressions are far more numerous and seldom needed)."""
 
-    def __init__(self, facts: _Facts, lines: list[str]) -> None:
+    def __init__(self, facts: _Facts, lines: list[str], module: ast.Module) -> None:
         self.facts = facts
         self.lines = lines
+        self.module = module
+        self.bindings: dict[ast.AST, dict[str, list[ast.expr] | None]] = {}
 
     def statements(self, body: list[ast.stmt], context: _Context, owner: ast.AST | None = None):
         for statement in body:
@@ -290,7 +297,7 @@ class _Walker:
         self, accumulator: ast.expr, operand: ast.expr | None, context: _Context
     ) -> None:
         key = _key(_container(accumulator))
-        if key is None or (operand is not None and not self._may_be_loss(operand)):
+        if key is None or (operand is not None and not self._may_be_loss(operand, context)):
             return
         local = not key.startswith("self.")
         if local and context.in_forward:
@@ -300,12 +307,15 @@ class _Walker:
             if context.in_loop or not in_init:
                 self.facts.accumulation = True
 
-    def _may_be_loss(self, operand: ast.expr) -> bool:
+    def _may_be_loss(self, operand: ast.expr, context: _Context) -> bool:
         """Whether the accumulated value may be a graph-attached loss or scalar (GF001's
         `operand.loss or operand.scalar`): not a literal, a display, a comparison, a number
         builtin's result, or a class built (`self.layers.append(Block(config))`)."""
         if isinstance(operand, _NEVER_LOSSES):
             return False
+        if isinstance(operand, ast.Name):
+            values = self._plain_bindings(context).get(operand.id)
+            return values is None or any(self._may_be_loss(v, context) for v in values)
         if not isinstance(operand, ast.Call):
             return True
         func = operand.func
@@ -313,8 +323,23 @@ class _Walker:
             return False
         if isinstance(func, ast.Name) and func.id in self.facts.classes:
             return False
+        root = func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.facts.foreign:
+            # An imported function of another library (or a relative import) returns a value
+            # the analysis does not know; a conventionally named criterion is the exception.
+            return isinstance(func, ast.Name) and func.id in CONVENTIONAL_CRITERIA
         qualified = _qualified(func, self.facts.imports) or ""
         return not qualified.rsplit(".", 1)[-1][:1].isupper()  # `nn.Linear(...)`
+
+    def _plain_bindings(self, context: _Context) -> dict[str, list[ast.expr] | None]:
+        """For the function (or module) of `context`: what each name is bound to by plain
+        `name = value` statements; None for a name bound any other way too."""
+        owner: ast.AST = context.function if context.function is not None else self.module
+        if owner not in self.bindings:
+            self.bindings[owner] = _plain_bindings(owner)
+        return self.bindings[owner]
 
     def _store(self, context: _Context, kept: bool) -> None:
         if context.in_forward or not context.in_loop:
@@ -355,6 +380,79 @@ def _class_names(module: ast.Module) -> set[str]:
                 if name[:1].isupper():
                     names.add(name)
     return names
+
+
+def _foreign_names(module: ast.Module, imports: dict[str, str]) -> set[str]:
+    """Names the module imports from anywhere but torch (relative imports included)."""
+    names: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for alias in statement.names:
+                name = alias.asname or alias.name.split(".")[0]
+                if not imports.get(name, "").startswith("torch"):
+                    names.add(name)
+    names.discard("*")
+    return names
+
+
+def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
+    """`_Walker._plain_bindings`: over the owner's statements, nested functions and classes
+    excluded (their names are bound otherwise)."""
+    bindings: dict[str, list[ast.expr] | None] = {}
+    if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = owner.args
+        for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+            bindings[argument.arg] = None
+        for argument in (arguments.vararg, arguments.kwarg):
+            if argument is not None:
+                bindings[argument.arg] = None
+
+    def other(target: ast.AST) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                bindings[node.id] = None
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                bindings[node.name] = None
+
+    def visit(body: list[ast.stmt]) -> None:
+        for statement in body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                target = statement.targets[0]
+                if isinstance(target, ast.Name):
+                    values = bindings.get(target.id, [])
+                    if values is not None:
+                        bindings[target.id] = [*values, statement.value]
+                    continue
+                other(target)
+            elif isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    other(target)
+            elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)) or isinstance(
+                statement, (ast.For, ast.AsyncFor)
+            ):
+                other(statement.target)
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                for item in statement.items:
+                    if item.optional_vars is not None:
+                        other(item.optional_vars)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bindings[statement.name] = None
+                continue
+            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for alias in statement.names:
+                    bindings[alias.asname or alias.name.split(".")[0]] = None
+            for name in ("body", "orelse", "finalbody"):
+                visit(getattr(statement, name, []))
+            for handler in getattr(statement, "handlers", []):
+                if handler.name:
+                    bindings[handler.name] = None
+                visit(handler.body)
+            for case in getattr(statement, "cases", []):
+                other(case.pattern)
+                visit(case.body)
+
+    visit(owner.body)  # type: ignore[attr-defined]
+    return bindings
 
 
 def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:

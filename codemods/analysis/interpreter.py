@@ -21,7 +21,7 @@ from codemods.analysis.values import FREE_TENSOR, NUMBER, UNKNOWN, Grad, Kind, V
 Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
 
 # Parameters called like this are probably losses; only the unsafe tier may act on that.
-_CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
+CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
 _LOOP_PASSES = 3
 
 
@@ -380,7 +380,7 @@ class Interpreter:
             return local
         if (
             isinstance(node.func, cst.Name)
-            and node.func.value in _CONVENTIONAL_CRITERIA
+            and node.func.value in CONVENTIONAL_CRITERIA
             and callee.grad is Grad.UNKNOWN
             and grad
         ):
