@@ -427,9 +427,7 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
             elif isinstance(statement, ast.Assign):
                 for target in statement.targets:
                     other(target)
-            elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)) or isinstance(
-                statement, (ast.For, ast.AsyncFor)
-            ):
+            elif isinstance(statement, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
                 other(statement.target)
             elif isinstance(statement, (ast.With, ast.AsyncWith)):
                 for item in statement.items:
