@@ -87,7 +87,10 @@ class CarriedTensor(Rule):
         "levels, decoding or message-passing steps, a helper returning its result to the "
         "caller that trains on it), is one forward computation: it carries graphs on purpose "
         "and gradfix leaves it alone. A kept list is a finding only when a training loop, or "
-        "an evaluation loop over batches, fills it and nothing differentiates it afterwards.\n\n"
+        "an evaluation loop over batches, fills it and nothing differentiates it afterwards; a "
+        "list emptied each step (`temp.clear()`, `temp = []`) is one only when the emptying "
+        "comes after a step's reads and before its append (`h0 = temp[0]; temp.clear(); ...; "
+        "temp.append(h)`), so the appended value reaches the next step.\n\n"
         "gradfix adds `.detach()` where the value is carried: on the stored value when nothing "
         "else reads it in the same iteration, otherwise on the read that starts the next "
         "iteration, element-wise for `(h, c)` tuples, through the file's own "
@@ -874,20 +877,58 @@ def _evaluation_loop(analysis: FileAnalysis, loop: Loop) -> bool:
 
 def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
     """Whether the loop empties or rebinds the container (`xs.clear()`, `del xs[:]`,
-    `xs = []`), so that what one iteration stores is gone by the next."""
+    `xs = []`) between the store and the next iteration's reads of it, so that what one
+    iteration stores is gone by the time another reads it. Emptying after the reads that
+    start an iteration and before the store (`h0 = xs[0]; xs.clear(); ...; xs.append(h)`)
+    leaves the stored value to the next iteration."""
+    emptying = _emptying_statements(analysis, store)
+    if not emptying:
+        return False
+    start, end = analysis.index.start, analysis.index.end
+    if any(start[statement] >= end[store.statement] for statement in emptying):
+        return True  # emptied later in the same iteration
+    reads = _container_reads(analysis, store, emptying)
+    if not reads:
+        return True  # never read back: the container holds one iteration's values at most
+    first_read = min(start[read] for read in reads)
+    return any(end[statement] <= first_read for statement in emptying)
+
+
+def _emptying_statements(analysis: FileAnalysis, store: _KeptStore) -> list[cst.CSTNode]:
     key = target_key(store.container)
+    found: list[cst.CSTNode] = []
     for node in analysis.descendants(store.loop.body):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            if node.func.attr.value == "clear" and target_key(node.func.value) == key:
-                return True
+            emptied = node.func.attr.value == "clear" and target_key(node.func.value) == key
         elif isinstance(node, cst.Del):
-            if any(key == target_key(_container_of(t)) for t in _deleted(node.target)):
-                return True
-        elif isinstance(node, cst.Assign) and any(
-            target_key(t.target) == key for t in node.targets
-        ):
-            return True
-    return False
+            emptied = any(key == target_key(_container_of(t)) for t in _deleted(node.target))
+        elif isinstance(node, cst.Assign):
+            emptied = any(target_key(t.target) == key for t in node.targets)
+        else:
+            continue
+        statement = analysis.statement_of(node) if emptied else None
+        if statement is not None:
+            found.append(statement)
+    return found
+
+
+def _container_reads(
+    analysis: FileAnalysis, store: _KeptStore, emptying: list[cst.CSTNode]
+) -> list[cst.BaseExpression]:
+    """Reads of the container in the loop, other than the store and the emptying
+    statements (`xs[0]`, `torch.stack(xs)`, `if xs`)."""
+    key = target_key(store.container)
+    scope = analysis.scope_of(store.statement)
+    if key is None:
+        return []
+    skipped = [store.statement, *emptying]
+    return [
+        read
+        for read in _occurrences(analysis, key, scope)
+        if analysis.contains(store.loop, read)
+        and analysis.is_load(read)
+        and not any(analysis.contains(statement, read) for statement in skipped)
+    ]
 
 
 def _deleted(target: cst.BaseDelTargetExpression) -> list[cst.BaseExpression]:
