@@ -489,6 +489,8 @@ def _joined_grad(values: list[Value]) -> Grad:
         if value.kind in (Kind.MODULE, Kind.CRITERION, Kind.OPTIMIZER, Kind.FUNCTION):
             continue
         result = result.combine(value.grad)
+        if value.kind in (Kind.LIST, Kind.TUPLE) and value.element is not None:
+            result = result.combine(value.element)  # `torch.stack([a, b])`, `torch.cat((x, h))`
     return result
 
 

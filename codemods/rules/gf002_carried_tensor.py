@@ -35,7 +35,10 @@ on the stored operand when nothing in the same iteration reads the stored value 
 (`prev = out.detach()`, the graph-attached operand of an EMA update), otherwise on the read
 that takes it into the next iteration (`model(x, hidden.detach())`), element-wise for `(h, c)`
 tuples, through the file's own `repackage_hidden`-style helper when it has one, and guarded
-(`None if h is None else h.detach()`) when the state starts as `None`. Never on what
+(`None if h is None else h.detach()`) when the state starts as `None`. A value stored
+only under a condition and read after it in the same step (kept once: `if self.x is None:
+self.x = losses`) is detached at the store, unsafe when that step differentiates through
+what it reads (detaching changes that step's gradient). Never on what
 `backward()` or `autograd.grad` differentiates; a fix that would touch several statements is
 reported instead.
 """
@@ -95,7 +98,10 @@ class CarriedTensor(Rule):
         "else reads it in the same iteration, otherwise on the read that starts the next "
         "iteration, element-wise for `(h, c)` tuples, through the file's own "
         "`repackage_hidden`-style helper, and as `None if h is None else h.detach()` when "
-        "the state starts as `None`.\n\n"
+        "the state starts as `None`. A value kept once (`if self.initial_losses is None: "
+        "self.initial_losses = losses`) is detached where it is stored; when the storing step "
+        "also differentiates through it (`losses / self.initial_losses`), that fix changes the "
+        "step's gradient and is unsafe.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
         "meta-learning loops, values already detached (`.detach()`, `.data`, "
@@ -233,7 +239,11 @@ def _carry_of(
         # (a lazy `if self.h is None: self.h = ...` may not run).
         everywhere = [*stores, store] if store not in stores else stores
         unconditional = [s for s in everywhere if not _conditional(analysis, s, scope)]
-        first_store_end = min(analysis.index.end[s] for s in unconditional or everywhere)
+        first_store_end = (
+            min(analysis.index.end[s] for s in unconditional)
+            if unconditional
+            else analysis.index.end[scope]  # kept once (`if self.x is None: self.x = ...`)
+        )
         carry_reads = [
             r
             for r in reads
@@ -244,7 +254,11 @@ def _carry_of(
     if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
         return None
     store_end = analysis.index.end[store]
-    later_reads = [r for r in reads if analysis.index.start[r] >= store_end]
+    later_reads = [
+        r
+        for r in reads
+        if analysis.index.start[r] >= store_end and not analysis.exclusive_branches(store, r)
+    ]
     return _Carry(key, store, target, loop, carry_reads, later_reads)
 
 
@@ -384,6 +398,7 @@ class _CarryVerdict:
     tier: Tier
     replacements: dict[cst.CSTNode, cst.CSTNode]
     shown: str  # the detached read or store, for the message
+    caveat: str = ""  # why an unsafe fix may change gradients, for the message
 
 
 def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
@@ -410,10 +425,45 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if not reused_by_backward and not _feeds_back(analysis, carry):
         return None  # read once more, then dropped: no error and no growth
     why = stored.evidence or "it is computed from graph-attached values"
+    if _read_where_stored(analysis, carry):
+        return _kept_once_verdict(analysis, carry, why, reused_by_backward)
     edit = _carry_edit(analysis, carry)
     if edit is None:
         return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
     return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
+
+
+def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[cst.BaseExpression]:
+    """Carried reads that may also see the value stored in the same iteration (or call): a
+    value stored only under a condition (`if self.initial is None: self.initial = losses`)
+    and read after it, in a branch that can run after the store."""
+    return [read for read in carry.carry_reads if read in carry.later_reads]
+
+
+def _kept_once_verdict(
+    analysis: FileAnalysis, carry: _Carry, why: str, reused_by_backward: bool
+) -> _CarryVerdict:
+    """A value the storing step reads too. Detaching it anywhere also detaches it for that
+    step, so the edit goes on the store (which then keeps no graph), and it is safe only when
+    that step does not differentiate through what it reads."""
+    edit = _store_edit(analysis, carry)
+    if edit is None:
+        return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
+    differentiated = []
+    for read in _read_where_stored(analysis, carry):
+        calls = follow_expression(analysis, read).backward_calls
+        if any(_inside(analysis, carry, call) for call in calls):
+            differentiated.append(read)
+    if not differentiated:
+        return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
+    read_statement = analysis.statement_of(differentiated[0]) or differentiated[0]
+    caveat = (
+        f" Unsafe: the step that stores `{carry.key}` also differentiates through it "
+        f"(`{analysis.code_of(read_statement, 60)}`), and detaching it changes that step's "
+        "gradient (the stored value becomes a constant there too); check that it is meant "
+        "as a constant reference, as initial losses of loss ratios are."
+    )
+    return _CarryVerdict(carry.key, why, reused_by_backward, Tier.UNSAFE, *edit, caveat)
 
 
 def _crosses_training_step(analysis: FileAnalysis, carry: _Carry) -> bool:
@@ -470,9 +520,10 @@ def _carry_finding(
         )
         return RuleFinding(store, message, Tier.REPORT)
     shown = ", ".join(f"`{v.shown}`" for v in verdicts)
-    message += f" Detach where it is carried: {shown}."
+    message += f" Detach where it is carried: {shown}." + "".join(v.caveat for v in verdicts)
+    tier = Tier.UNSAFE if any(v.tier is Tier.UNSAFE for v in verdicts) else Tier.SAFE
     (statement,) = edited
-    return RuleFinding(statement or store, message, Tier.SAFE, replacements)
+    return RuleFinding(statement or store, message, tier, replacements)
 
 
 def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
@@ -550,14 +601,10 @@ def _carry_edit(
         atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
         if atoms:  # an EMA / running statistic: keep the update out of the graph
             return {a: _detached(a) for a in atoms}, analysis.code_of(_detached(atoms[0]))
-    if (
-        not carry.later_reads
-        and carry.target is store.targets[0].target
-        and (_stored_value(analysis, carry).kind is Kind.TENSOR)
-    ):
-        atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
-        if len(atoms) == 1 and atoms[0] is store.value:
-            return {store.value: _detached(store.value)}, analysis.code_of(_detached(store.value))
+    if not carry.later_reads:
+        edit = _store_edit(analysis, carry)
+        if edit is not None:
+            return edit
     reads = [r for r in carry.carry_reads if not _in_nested_loop(analysis, carry, r)]
     if len(reads) != len(carry.carry_reads):
         return None  # read inside an inner loop: only the first inner iteration carries
@@ -584,6 +631,22 @@ def _carry_edit(
         replacements[read] = _unless_none(read, detached) if may_be_none else detached
     first = replacements[reads[0]]
     return replacements, analysis.code_of(first)
+
+
+def _store_edit(
+    analysis: FileAnalysis, carry: _Carry
+) -> tuple[dict[cst.CSTNode, cst.CSTNode], str] | None:
+    """`.detach()` on the stored value, when it is one graph-attached tensor stored whole."""
+    store = carry.store
+    if (
+        carry.target is not store.targets[0].target
+        or _stored_value(analysis, carry).kind is not Kind.TENSOR
+    ):
+        return None
+    atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
+    if len(atoms) != 1 or atoms[0] is not store.value:
+        return None
+    return {store.value: _detached(store.value)}, analysis.code_of(_detached(store.value))
 
 
 def _entry_value(analysis: FileAnalysis, carry: _Carry) -> Value:
