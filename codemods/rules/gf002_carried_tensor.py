@@ -25,7 +25,8 @@ walks a graph whose buffers are freed: "Trying to backward through the graph a s
 or feeds back into itself so that every iteration's graph stays chained; and when a kept value
 is never differentiated after the loop. Left alone: state re-initialised each iteration,
 values backpropagated after the loop on purpose (full BPTT, `torch.stack(outputs)` into one
-loss), backward calls with `create_graph=True` / `retain_graph=True` (meta-learning), values
+loss), backward calls with `create_graph=True` (meta-learning) or with `retain_graph=True` and
+no optimizer step between the iterations (per-step losses of one sequence), values
 already detached (`.detach()`, `.detach_()`, `.data`, `Variable(h.data)`, a repackaging
 helper, `tuple(e.data for e in h)`) or made under `no_grad`, tensors whose `requires_grad` the
 code sets, parameters, and values of unknown origin.
@@ -98,13 +99,20 @@ class CarriedTensor(Rule):
         "else reads it in the same iteration, otherwise on the read that starts the next "
         "iteration, element-wise for `(h, c)` tuples, through the file's own "
         "`repackage_hidden`-style helper, and as `None if h is None else h.detach()` when "
-        "the state starts as `None`. A value kept once (`if self.initial_losses is None: "
+        "the state starts as `None`. When `backward(retain_graph=True)` kept the carried graph "
+        "alive across an optimizer step in every iteration (a bandage that then fails with "
+        "'modified by an inplace operation'), the same detach is the fix and the message says "
+        "`retain_graph=True` is needless after it; safe only when the file shows the step "
+        "updates the recurrent module whose state is carried, unsafe otherwise. A value kept "
+        "once (`if self.initial_losses is None: "
         "self.initial_losses = losses`) is detached where it is stored; when the storing step "
         "also differentiates through it (`losses / self.initial_losses`), that fix changes the "
         "step's gradient and is unsafe.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
-        "meta-learning loops, values already detached (`.detach()`, `.data`, "
+        "meta-learning loops, `backward(retain_graph=True)` with no optimizer step between "
+        "the iterations (per-step losses of one sequence), values already detached "
+        "(`.detach()`, `.data`, "
         "`Variable(h.data)`, `detach_()`) or computed under `no_grad`, parameters, tensors "
         "whose `requires_grad` the code sets, and values whose origin the file does not show."
     )
@@ -398,7 +406,8 @@ class _CarryVerdict:
     tier: Tier
     replacements: dict[cst.CSTNode, cst.CSTNode]
     shown: str  # the detached read or store, for the message
-    caveat: str = ""  # why an unsafe fix may change gradients, for the message
+    caveat: str = ""  # what else to do, or why an unsafe fix may change gradients
+    retained: bool = False  # its backward retains the graph: the next one meets the step
 
 
 def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
@@ -414,23 +423,104 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if stored.loss and stored.scalar:
         return None  # a loss carried as a number is GF001's
     reused_by_backward = False
+    retained: list[cst.Call] = []  # `backward(retain_graph=True)` calls the carry reaches
+    freeing = False  # it also reaches a backward that frees the graph
     for read in carry.carry_reads:
         flow = follow_expression(analysis, read)
         inside = [c for c in flow.backward_calls if _inside(analysis, carry, c)]
-        if any(_keeps_graph(call) for call in flow.backward_calls):
-            return None  # retain_graph / create_graph: the user keeps the graph on purpose
         if flow.backward_calls and not inside:
             return None  # backpropagated after the loop on purpose (full BPTT)
+        for call in flow.backward_calls:
+            if _only_retains(call):
+                retained.append(call)
+            elif _keeps_graph(call):
+                return None  # create_graph (meta-learning): the user keeps the graph on purpose
+            else:
+                freeing = True
         reused_by_backward = reused_by_backward or bool(inside)
     if not reused_by_backward and not _feeds_back(analysis, carry):
         return None  # read once more, then dropped: no error and no growth
     why = stored.evidence or "it is computed from graph-attached values"
+    if retained:
+        # With another backward freeing the graph, `retain_graph` shares it with that one.
+        return None if freeing else _retained_verdict(analysis, carry, why, retained)
     if _read_where_stored(analysis, carry):
         return _kept_once_verdict(analysis, carry, why, reused_by_backward)
     edit = _carry_edit(analysis, carry)
     if edit is None:
         return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
     return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
+
+
+def _retained_verdict(
+    analysis: FileAnalysis, carry: _Carry, why: str, retained: list[cst.Call]
+) -> _CarryVerdict | None:
+    """A carry whose backward runs with `retain_graph=True`, the bandage for 'Trying to
+    backward through the graph a second time'. With an optimizer step in every iteration the
+    next backward walks into a graph whose saved weights the step changed ('modified by an
+    inplace operation'), or, when the step changed none, backpropagates through every earlier
+    batch. Without a step between them, backpropagating through all history may be meant."""
+    step = _step_every_iteration(analysis, carry)
+    if step is None or _read_where_stored(analysis, carry):
+        return None
+    edit = _carry_edit(analysis, carry)
+    if edit is None:
+        return _CarryVerdict(carry.key, why, True, Tier.REPORT, {}, "")
+    backward = analysis.code_of(retained[0])
+    caveat = (
+        f" With it detached, `retain_graph=True` in `{backward}` keeps nothing the next "
+        "step needs: remove it by hand (it keeps every step's saved tensors alive)."
+    )
+    if _step_updates_saved_weights(analysis, carry, step):
+        return _CarryVerdict(carry.key, why, True, Tier.SAFE, *edit, caveat, retained=True)
+    caveat += (
+        f" Unsafe: `{analysis.code_of(step)}` is not shown to update a weight the carried "
+        "graph saved, so the program may run and backpropagate each loss through every "
+        "earlier batch; detaching changes those gradients. Check that truncated "
+        "backpropagation is meant."
+    )
+    return _CarryVerdict(carry.key, why, True, Tier.UNSAFE, *edit, caveat, retained=True)
+
+
+def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> cst.Call | None:
+    """An optimizer step (`opt.step()` on an optimizer this file makes) that runs in every
+    iteration the value is carried across (or every call of the carrying method)."""
+    boundary = carry.loop if carry.loop is not None else analysis.scope_of(carry.store)
+    for node in analysis.descendants(boundary):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "step"
+            and analysis.value_of(node.func.value).kind is Kind.OPTIMIZER
+            and not _conditional(analysis, analysis.statement_of(node) or node, boundary)
+        ):
+            return node
+    return None
+
+
+def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: cst.Call) -> bool:
+    """Whether the step updates weights that the carried graph saved: the value is the state
+    a recurrent module (`nn.GRU`, `nn.LSTM`, `nn.RNN`) returns when the carried state is its
+    input (its weights are saved once that input requires grad), and the optimizer is built
+    in this file over that module's `.parameters()`."""
+    value = carry.store.value
+    if not isinstance(value, cst.Call):
+        return False
+    module = analysis.value_of(value.func)
+    if module.kind is not Kind.MODULE or module.cls not in torch_api.RECURRENT_MODULES:
+        return False
+    if not any(analysis.contains(value, read) for read in carry.carry_reads):
+        return False
+    parameters = f"{analysis.code_of(value.func)}.parameters()"
+    optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
+    return any(
+        isinstance(node, cst.Assign)
+        and any(target_key(t.target) == optimizer for t in node.targets)
+        and isinstance(node.value, cst.Call)
+        and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
+        and parameters in analysis.code_of(node.value)
+        for node in analysis.index.parents
+    )
 
 
 def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[cst.BaseExpression]:
@@ -499,7 +589,14 @@ def _carry_finding(
     carries = (
         "carries a graph-attached value" if len(verdicts) == 1 else "carry graph-attached values"
     )
-    if any(v.reused_by_backward for v in verdicts):
+    if any(v.retained for v in verdicts):
+        symptom = (
+            "the next iteration reads it into a forward whose backward, the graph being "
+            "retained, walks into the previous iteration's graph after the optimizer step, and "
+            "fails once the step has changed weights that graph saved ('one of the variables "
+            "needed for gradient computation has been modified by an inplace operation')"
+        )
+    elif any(v.reused_by_backward for v in verdicts):
         symptom = (
             "the next iteration reads it into a forward whose backward then reaches the "
             "previous iteration's freed graph ('Trying to backward through the graph a second "
@@ -531,6 +628,18 @@ def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
         return analysis.contains(carry.loop, node)
     return analysis.scope_of(node) is analysis.scope_of(carry.store) or _called_per_step(
         analysis, carry
+    )
+
+
+def _only_retains(call: cst.Call) -> bool:
+    """`loss.backward(retain_graph=True)`: the graph is kept, no higher-order graph is made."""
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    retain = keywords.get("retain_graph")
+    return (
+        isinstance(retain, cst.Name)
+        and retain.value == "True"
+        and "create_graph" not in keywords
+        and all(arg.keyword is not None for arg in call.args[1:])
     )
 
 
