@@ -227,13 +227,14 @@ class _Follower:
             return self.of_expression(call, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
             return set()
-        callee = self.analysis.value_of(func)
-        forward = callee.kind in (Kind.MODULE, Kind.PASSTHROUGH, Kind.CRITERION)
-        if (head == "torch" or forward) and self._no_grad(call):
-            return {Use.NEEDS_TENSOR}  # computed under `no_grad`: the result has no graph
         if head == "torch":
+            if self._no_grad(call):
+                return {Use.NEEDS_TENSOR}  # computed under `no_grad`: the result has no graph
             return {Use.NEEDS_TENSOR} | self.of_expression(call, depth + 1)
-        if forward:
+        callee = self.analysis.value_of(func)
+        if callee.kind in (Kind.MODULE, Kind.PASSTHROUGH, Kind.CRITERION):
+            if self._no_grad(call):
+                return {Use.NEEDS_TENSOR}
             return self.of_expression(call, depth + 1)  # a forward: the output carries it
         local = self._into_local_function(call, arg, depth)
         if local is not None:

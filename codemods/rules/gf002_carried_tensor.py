@@ -511,15 +511,29 @@ def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: cst
         return False
     if not any(analysis.contains(value, read) for read in carry.carry_reads):
         return False
-    parameters = f"{analysis.code_of(value.func)}.parameters()"
     optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
     return any(
         isinstance(node, cst.Assign)
         and any(target_key(t.target) == optimizer for t in node.targets)
         and isinstance(node.value, cst.Call)
         and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
-        and parameters in analysis.code_of(node.value)
+        and _takes_parameters_of(analysis, node.value, value.func)
         for node in analysis.index.parents
+    )
+
+
+def _takes_parameters_of(
+    analysis: FileAnalysis, constructor: cst.Call, module: cst.BaseExpression
+) -> bool:
+    """Whether an optimizer's arguments hold `<module>.parameters()`."""
+    wanted = target_key(module)
+    return wanted is not None and any(
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "parameters"
+        and target_key(node.func.value) == wanted
+        for arg in constructor.args
+        for node in analysis.descendants(arg)
     )
 
 
