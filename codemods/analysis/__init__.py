@@ -96,6 +96,21 @@ class FileAnalysis:
         start, end = self.index.start, self.index.end
         return start[outer] <= start[inner] and end[inner] <= end[outer]
 
+    def exclusive_branches(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether `a` and `b` sit in different branches of one `if` (never both run)."""
+        ancestors: dict[cst.CSTNode, cst.CSTNode] = {}  # ancestor -> its child on the way to `a`
+        child, current = a, self.parent(a)
+        while current is not None:
+            ancestors[current] = child
+            child, current = current, self.parent(current)
+        child, current = b, self.parent(b)
+        while current is not None and current not in ancestors:
+            child, current = current, self.parent(current)
+        if not isinstance(current, cst.If):
+            return False
+        branch_a, branch_b = ancestors[current], child
+        return branch_a is not branch_b and current.test not in (branch_a, branch_b)
+
     @cached_property
     def positions(self) -> dict[cst.CSTNode, CodeRange]:
         """Where each node is in the source. LibCST computes this by generating the whole

@@ -135,6 +135,8 @@ class _Follower:
             if isinstance(call, cst.Call):
                 return self._argument(call, parent, depth)
             return {Use.UNKNOWN_CONSUMER}
+        if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)) and self._no_grad(node):
+            return {Use.NEEDS_TENSOR}
         if isinstance(
             parent,
             (
@@ -202,7 +204,7 @@ class _Follower:
             return set()
         if called and name in _ELEMENT_METHODS:
             return self.of_expression(call, depth + 1)  # type: ignore[arg-type]
-        if name in torch_api.TO_PYTHON_METHODS:
+        if name in torch_api.TO_PYTHON_METHODS or (called and self._no_grad(attribute)):
             return {Use.NEEDS_TENSOR}
         result = call if called else attribute
         return {Use.NEEDS_TENSOR} | self.of_expression(result, depth + 1)  # type: ignore[arg-type]
@@ -226,14 +228,23 @@ class _Follower:
         if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
             return set()
         if head == "torch":
+            if self._no_grad(call):
+                return {Use.NEEDS_TENSOR}  # computed under `no_grad`: the result has no graph
             return {Use.NEEDS_TENSOR} | self.of_expression(call, depth + 1)
         callee = self.analysis.value_of(func)
         if callee.kind in (Kind.MODULE, Kind.PASSTHROUGH, Kind.CRITERION):
+            if self._no_grad(call):
+                return {Use.NEEDS_TENSOR}
             return self.of_expression(call, depth + 1)  # a forward: the output carries it
         local = self._into_local_function(call, arg, depth)
         if local is not None:
             return local
         return {Use.UNKNOWN_CONSUMER} | self.of_expression(call, depth + 1)
+
+    def _no_grad(self, node: cst.CSTNode) -> bool:
+        """Whether `node` is evaluated with grad disabled (`with torch.no_grad():`, a
+        `@torch.no_grad()` function): what an operation makes there carries no graph."""
+        return self.analysis.statement_of(node) is not None and not self.analysis.grad_enabled(node)
 
     def _into_local_function(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use] | None:
         """Follow an argument into a function of this file: its uses there, and, when the

@@ -285,6 +285,8 @@ class Interpreter:
             starred = any(isinstance(item, cst.StarredElement) for item in node.elements)
             parts = None if starred else tuple(items)
             return Value(Grad.FREE, Kind.TUPLE, element=element, parts=parts)
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self.comprehension(node, env, grad)
         if isinstance(node, cst.Dict):
             element = None
             for entry in node.elements:
@@ -302,6 +304,18 @@ class Interpreter:
         if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
             return Value(Grad.FREE)
         return UNKNOWN
+
+    def comprehension(self, node: cst.ListComp | cst.GeneratorExp, env: Env, grad: bool) -> Value:
+        """`[crit(o, t) for o, t in pairs]`: a list whose elements are what `elt` gives, with
+        each `for` target bound to an element of its iterable (unknown when it is not known)."""
+        inner: Env = env
+        comp_for: cst.CompFor | None = node.for_in
+        while comp_for is not None:
+            iterable = self.value(comp_for.iter, inner, grad)
+            element = Value(iterable.element) if iterable.element is not None else UNKNOWN
+            inner = self.bind(comp_for.target, element, inner)
+            comp_for = comp_for.inner_for_in
+        return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
 
     def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
         """The result of a differentiable tensor operation on inputs that are `inputs`."""
@@ -489,6 +503,8 @@ def _joined_grad(values: list[Value]) -> Grad:
         if value.kind in (Kind.MODULE, Kind.CRITERION, Kind.OPTIMIZER, Kind.FUNCTION):
             continue
         result = result.combine(value.grad)
+        if value.kind in (Kind.LIST, Kind.TUPLE) and value.element is not None:
+            result = result.combine(value.element)  # `torch.stack([a, b])`, `torch.cat((x, h))`
     return result
 
 

@@ -25,7 +25,8 @@ walks a graph whose buffers are freed: "Trying to backward through the graph a s
 or feeds back into itself so that every iteration's graph stays chained; and when a kept value
 is never differentiated after the loop. Left alone: state re-initialised each iteration,
 values backpropagated after the loop on purpose (full BPTT, `torch.stack(outputs)` into one
-loss), backward calls with `create_graph=True` / `retain_graph=True` (meta-learning), values
+loss), backward calls with `create_graph=True` (meta-learning) or with `retain_graph=True` and
+no optimizer step between the iterations (per-step losses of one sequence), values
 already detached (`.detach()`, `.detach_()`, `.data`, `Variable(h.data)`, a repackaging
 helper, `tuple(e.data for e in h)`) or made under `no_grad`, tensors whose `requires_grad` the
 code sets, parameters, and values of unknown origin.
@@ -35,7 +36,10 @@ on the stored operand when nothing in the same iteration reads the stored value 
 (`prev = out.detach()`, the graph-attached operand of an EMA update), otherwise on the read
 that takes it into the next iteration (`model(x, hidden.detach())`), element-wise for `(h, c)`
 tuples, through the file's own `repackage_hidden`-style helper when it has one, and guarded
-(`None if h is None else h.detach()`) when the state starts as `None`. Never on what
+(`None if h is None else h.detach()`) when the state starts as `None`. A value stored
+only under a condition and read after it in the same step (kept once: `if self.x is None:
+self.x = losses`) is detached at the store, unsafe when that step differentiates through
+what it reads (detaching changes that step's gradient). Never on what
 `backward()` or `autograd.grad` differentiates; a fix that would touch several statements is
 reported instead.
 """
@@ -87,15 +91,28 @@ class CarriedTensor(Rule):
         "levels, decoding or message-passing steps, a helper returning its result to the "
         "caller that trains on it), is one forward computation: it carries graphs on purpose "
         "and gradfix leaves it alone. A kept list is a finding only when a training loop, or "
-        "an evaluation loop over batches, fills it and nothing differentiates it afterwards.\n\n"
+        "an evaluation loop over batches, fills it and nothing differentiates it afterwards; a "
+        "list emptied each step (`temp.clear()`, `temp = []`) is one only when the emptying "
+        "comes after a step's reads and before its append (`h0 = temp[0]; temp.clear(); ...; "
+        "temp.append(h)`), so the appended value reaches the next step.\n\n"
         "gradfix adds `.detach()` where the value is carried: on the stored value when nothing "
         "else reads it in the same iteration, otherwise on the read that starts the next "
         "iteration, element-wise for `(h, c)` tuples, through the file's own "
         "`repackage_hidden`-style helper, and as `None if h is None else h.detach()` when "
-        "the state starts as `None`.\n\n"
+        "the state starts as `None`. When `backward(retain_graph=True)` kept the carried graph "
+        "alive across an optimizer step in every iteration (a bandage that then fails with "
+        "'modified by an inplace operation'), the same detach is the fix and the message says "
+        "`retain_graph=True` is needless after it; safe only when the file shows the step "
+        "updates the recurrent module whose state is carried, unsafe otherwise. A value kept "
+        "once (`if self.initial_losses is None: "
+        "self.initial_losses = losses`) is detached where it is stored; when the storing step "
+        "also differentiates through it (`losses / self.initial_losses`), that fix changes the "
+        "step's gradient and is unsafe.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
-        "meta-learning loops, values already detached (`.detach()`, `.data`, "
+        "meta-learning loops, `backward(retain_graph=True)` with no optimizer step between "
+        "the iterations (per-step losses of one sequence), values already detached "
+        "(`.detach()`, `.data`, "
         "`Variable(h.data)`, `detach_()`) or computed under `no_grad`, parameters, tensors "
         "whose `requires_grad` the code sets, and values whose origin the file does not show."
     )
@@ -230,7 +247,11 @@ def _carry_of(
         # (a lazy `if self.h is None: self.h = ...` may not run).
         everywhere = [*stores, store] if store not in stores else stores
         unconditional = [s for s in everywhere if not _conditional(analysis, s, scope)]
-        first_store_end = min(analysis.index.end[s] for s in unconditional or everywhere)
+        first_store_end = (
+            min(analysis.index.end[s] for s in unconditional)
+            if unconditional
+            else analysis.index.end[scope]  # kept once (`if self.x is None: self.x = ...`)
+        )
         carry_reads = [
             r
             for r in reads
@@ -241,7 +262,11 @@ def _carry_of(
     if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
         return None
     store_end = analysis.index.end[store]
-    later_reads = [r for r in reads if analysis.index.start[r] >= store_end]
+    later_reads = [
+        r
+        for r in reads
+        if analysis.index.start[r] >= store_end and not analysis.exclusive_branches(store, r)
+    ]
     return _Carry(key, store, target, loop, carry_reads, later_reads)
 
 
@@ -381,6 +406,8 @@ class _CarryVerdict:
     tier: Tier
     replacements: dict[cst.CSTNode, cst.CSTNode]
     shown: str  # the detached read or store, for the message
+    caveat: str = ""  # what else to do, or why an unsafe fix may change gradients
+    retained: bool = False  # its backward retains the graph: the next one meets the step
 
 
 def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
@@ -396,21 +423,151 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if stored.loss and stored.scalar:
         return None  # a loss carried as a number is GF001's
     reused_by_backward = False
+    retained: list[cst.Call] = []  # `backward(retain_graph=True)` calls the carry reaches
+    freeing = False  # it also reaches a backward that frees the graph
     for read in carry.carry_reads:
         flow = follow_expression(analysis, read)
         inside = [c for c in flow.backward_calls if _inside(analysis, carry, c)]
-        if any(_keeps_graph(call) for call in flow.backward_calls):
-            return None  # retain_graph / create_graph: the user keeps the graph on purpose
         if flow.backward_calls and not inside:
             return None  # backpropagated after the loop on purpose (full BPTT)
+        for call in flow.backward_calls:
+            if _only_retains(call):
+                retained.append(call)
+            elif _keeps_graph(call):
+                return None  # create_graph (meta-learning): the user keeps the graph on purpose
+            else:
+                freeing = True
         reused_by_backward = reused_by_backward or bool(inside)
     if not reused_by_backward and not _feeds_back(analysis, carry):
         return None  # read once more, then dropped: no error and no growth
     why = stored.evidence or "it is computed from graph-attached values"
+    if retained:
+        # With another backward freeing the graph, `retain_graph` shares it with that one.
+        return None if freeing else _retained_verdict(analysis, carry, why, retained)
+    if _read_where_stored(analysis, carry):
+        return _kept_once_verdict(analysis, carry, why, reused_by_backward)
     edit = _carry_edit(analysis, carry)
     if edit is None:
         return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
     return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
+
+
+def _retained_verdict(
+    analysis: FileAnalysis, carry: _Carry, why: str, retained: list[cst.Call]
+) -> _CarryVerdict | None:
+    """A carry whose backward runs with `retain_graph=True`, the bandage for 'Trying to
+    backward through the graph a second time'. With an optimizer step in every iteration the
+    next backward walks into a graph whose saved weights the step changed ('modified by an
+    inplace operation'), or, when the step changed none, backpropagates through every earlier
+    batch. Without a step between them, backpropagating through all history may be meant."""
+    step = _step_every_iteration(analysis, carry)
+    if step is None or _read_where_stored(analysis, carry):
+        return None
+    edit = _carry_edit(analysis, carry)
+    if edit is None:
+        return _CarryVerdict(carry.key, why, True, Tier.REPORT, {}, "")
+    backward = analysis.code_of(retained[0])
+    caveat = (
+        f" With it detached, `retain_graph=True` in `{backward}` keeps nothing the next "
+        "step needs: remove it by hand (it keeps every step's saved tensors alive)."
+    )
+    if _step_updates_saved_weights(analysis, carry, step):
+        return _CarryVerdict(carry.key, why, True, Tier.SAFE, *edit, caveat, retained=True)
+    caveat += (
+        f" Unsafe: `{analysis.code_of(step)}` is not shown to update a weight the carried "
+        "graph saved, so the program may run and backpropagate each loss through every "
+        "earlier batch; detaching changes those gradients. Check that truncated "
+        "backpropagation is meant."
+    )
+    return _CarryVerdict(carry.key, why, True, Tier.UNSAFE, *edit, caveat, retained=True)
+
+
+def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> cst.Call | None:
+    """An optimizer step (`opt.step()` on an optimizer this file makes) that runs in every
+    iteration the value is carried across (or every call of the carrying method)."""
+    boundary = carry.loop if carry.loop is not None else analysis.scope_of(carry.store)
+    for node in analysis.descendants(boundary):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "step"
+            and analysis.value_of(node.func.value).kind is Kind.OPTIMIZER
+            and not _conditional(analysis, analysis.statement_of(node) or node, boundary)
+        ):
+            return node
+    return None
+
+
+def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: cst.Call) -> bool:
+    """Whether the step updates weights that the carried graph saved: the value is the state
+    a recurrent module (`nn.GRU`, `nn.LSTM`, `nn.RNN`) returns when the carried state is its
+    input (its weights are saved once that input requires grad), and the optimizer is built
+    in this file over that module's `.parameters()`."""
+    value = carry.store.value
+    if not isinstance(value, cst.Call):
+        return False
+    module = analysis.value_of(value.func)
+    if module.kind is not Kind.MODULE or module.cls not in torch_api.RECURRENT_MODULES:
+        return False
+    if not any(analysis.contains(value, read) for read in carry.carry_reads):
+        return False
+    optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
+    return any(
+        isinstance(node, cst.Assign)
+        and any(target_key(t.target) == optimizer for t in node.targets)
+        and isinstance(node.value, cst.Call)
+        and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
+        and _takes_parameters_of(analysis, node.value, value.func)
+        for node in analysis.index.parents
+    )
+
+
+def _takes_parameters_of(
+    analysis: FileAnalysis, constructor: cst.Call, module: cst.BaseExpression
+) -> bool:
+    """Whether an optimizer's arguments hold `<module>.parameters()`."""
+    wanted = target_key(module)
+    return wanted is not None and any(
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "parameters"
+        and target_key(node.func.value) == wanted
+        for arg in constructor.args
+        for node in analysis.descendants(arg)
+    )
+
+
+def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[cst.BaseExpression]:
+    """Carried reads that may also see the value stored in the same iteration (or call): a
+    value stored only under a condition (`if self.initial is None: self.initial = losses`)
+    and read after it, in a branch that can run after the store."""
+    return [read for read in carry.carry_reads if read in carry.later_reads]
+
+
+def _kept_once_verdict(
+    analysis: FileAnalysis, carry: _Carry, why: str, reused_by_backward: bool
+) -> _CarryVerdict:
+    """A value the storing step reads too. Detaching it anywhere also detaches it for that
+    step, so the edit goes on the store (which then keeps no graph), and it is safe only when
+    that step does not differentiate through what it reads."""
+    edit = _store_edit(analysis, carry)
+    if edit is None:
+        return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
+    differentiated = []
+    for read in _read_where_stored(analysis, carry):
+        calls = follow_expression(analysis, read).backward_calls
+        if any(_inside(analysis, carry, call) for call in calls):
+            differentiated.append(read)
+    if not differentiated:
+        return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
+    read_statement = analysis.statement_of(differentiated[0]) or differentiated[0]
+    caveat = (
+        f" Unsafe: the step that stores `{carry.key}` also differentiates through it "
+        f"(`{analysis.code_of(read_statement, 60)}`), and detaching it changes that step's "
+        "gradient (the stored value becomes a constant there too); check that it is meant "
+        "as a constant reference, as initial losses of loss ratios are."
+    )
+    return _CarryVerdict(carry.key, why, reused_by_backward, Tier.UNSAFE, *edit, caveat)
 
 
 def _crosses_training_step(analysis: FileAnalysis, carry: _Carry) -> bool:
@@ -446,7 +603,14 @@ def _carry_finding(
     carries = (
         "carries a graph-attached value" if len(verdicts) == 1 else "carry graph-attached values"
     )
-    if any(v.reused_by_backward for v in verdicts):
+    if any(v.retained for v in verdicts):
+        symptom = (
+            "the next iteration reads it into a forward whose backward, the graph being "
+            "retained, walks into the previous iteration's graph after the optimizer step, and "
+            "fails once the step has changed weights that graph saved ('one of the variables "
+            "needed for gradient computation has been modified by an inplace operation')"
+        )
+    elif any(v.reused_by_backward for v in verdicts):
         symptom = (
             "the next iteration reads it into a forward whose backward then reaches the "
             "previous iteration's freed graph ('Trying to backward through the graph a second "
@@ -467,9 +631,10 @@ def _carry_finding(
         )
         return RuleFinding(store, message, Tier.REPORT)
     shown = ", ".join(f"`{v.shown}`" for v in verdicts)
-    message += f" Detach where it is carried: {shown}."
+    message += f" Detach where it is carried: {shown}." + "".join(v.caveat for v in verdicts)
+    tier = Tier.UNSAFE if any(v.tier is Tier.UNSAFE for v in verdicts) else Tier.SAFE
     (statement,) = edited
-    return RuleFinding(statement or store, message, Tier.SAFE, replacements)
+    return RuleFinding(statement or store, message, tier, replacements)
 
 
 def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
@@ -477,6 +642,18 @@ def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
         return analysis.contains(carry.loop, node)
     return analysis.scope_of(node) is analysis.scope_of(carry.store) or _called_per_step(
         analysis, carry
+    )
+
+
+def _only_retains(call: cst.Call) -> bool:
+    """`loss.backward(retain_graph=True)`: the graph is kept, no higher-order graph is made."""
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    retain = keywords.get("retain_graph")
+    return (
+        isinstance(retain, cst.Name)
+        and retain.value == "True"
+        and "create_graph" not in keywords
+        and all(arg.keyword is not None for arg in call.args[1:])
     )
 
 
@@ -547,14 +724,10 @@ def _carry_edit(
         atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
         if atoms:  # an EMA / running statistic: keep the update out of the graph
             return {a: _detached(a) for a in atoms}, analysis.code_of(_detached(atoms[0]))
-    if (
-        not carry.later_reads
-        and carry.target is store.targets[0].target
-        and (_stored_value(analysis, carry).kind is Kind.TENSOR)
-    ):
-        atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
-        if len(atoms) == 1 and atoms[0] is store.value:
-            return {store.value: _detached(store.value)}, analysis.code_of(_detached(store.value))
+    if not carry.later_reads:
+        edit = _store_edit(analysis, carry)
+        if edit is not None:
+            return edit
     reads = [r for r in carry.carry_reads if not _in_nested_loop(analysis, carry, r)]
     if len(reads) != len(carry.carry_reads):
         return None  # read inside an inner loop: only the first inner iteration carries
@@ -581,6 +754,22 @@ def _carry_edit(
         replacements[read] = _unless_none(read, detached) if may_be_none else detached
     first = replacements[reads[0]]
     return replacements, analysis.code_of(first)
+
+
+def _store_edit(
+    analysis: FileAnalysis, carry: _Carry
+) -> tuple[dict[cst.CSTNode, cst.CSTNode], str] | None:
+    """`.detach()` on the stored value, when it is one graph-attached tensor stored whole."""
+    store = carry.store
+    if (
+        carry.target is not store.targets[0].target
+        or _stored_value(analysis, carry).kind is not Kind.TENSOR
+    ):
+        return None
+    atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
+    if len(atoms) != 1 or atoms[0] is not store.value:
+        return None
+    return {store.value: _detached(store.value)}, analysis.code_of(_detached(store.value))
 
 
 def _entry_value(analysis: FileAnalysis, carry: _Carry) -> Value:
@@ -874,20 +1063,58 @@ def _evaluation_loop(analysis: FileAnalysis, loop: Loop) -> bool:
 
 def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
     """Whether the loop empties or rebinds the container (`xs.clear()`, `del xs[:]`,
-    `xs = []`), so that what one iteration stores is gone by the next."""
+    `xs = []`) between the store and the next iteration's reads of it, so that what one
+    iteration stores is gone by the time another reads it. Emptying after the reads that
+    start an iteration and before the store (`h0 = xs[0]; xs.clear(); ...; xs.append(h)`)
+    leaves the stored value to the next iteration."""
+    emptying = _emptying_statements(analysis, store)
+    if not emptying:
+        return False
+    start, end = analysis.index.start, analysis.index.end
+    if any(start[statement] >= end[store.statement] for statement in emptying):
+        return True  # emptied later in the same iteration
+    reads = _container_reads(analysis, store, emptying)
+    if not reads:
+        return True  # never read back: the container holds one iteration's values at most
+    first_read = min(start[read] for read in reads)
+    return any(end[statement] <= first_read for statement in emptying)
+
+
+def _emptying_statements(analysis: FileAnalysis, store: _KeptStore) -> list[cst.CSTNode]:
     key = target_key(store.container)
+    found: list[cst.CSTNode] = []
     for node in analysis.descendants(store.loop.body):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            if node.func.attr.value == "clear" and target_key(node.func.value) == key:
-                return True
+            emptied = node.func.attr.value == "clear" and target_key(node.func.value) == key
         elif isinstance(node, cst.Del):
-            if any(key == target_key(_container_of(t)) for t in _deleted(node.target)):
-                return True
-        elif isinstance(node, cst.Assign) and any(
-            target_key(t.target) == key for t in node.targets
-        ):
-            return True
-    return False
+            emptied = any(key == target_key(_container_of(t)) for t in _deleted(node.target))
+        elif isinstance(node, cst.Assign):
+            emptied = any(target_key(t.target) == key for t in node.targets)
+        else:
+            continue
+        statement = analysis.statement_of(node) if emptied else None
+        if statement is not None:
+            found.append(statement)
+    return found
+
+
+def _container_reads(
+    analysis: FileAnalysis, store: _KeptStore, emptying: list[cst.CSTNode]
+) -> list[cst.BaseExpression]:
+    """Reads of the container in the loop, other than the store and the emptying
+    statements (`xs[0]`, `torch.stack(xs)`, `if xs`)."""
+    key = target_key(store.container)
+    scope = analysis.scope_of(store.statement)
+    if key is None:
+        return []
+    skipped = [store.statement, *emptying]
+    return [
+        read
+        for read in _occurrences(analysis, key, scope)
+        if analysis.contains(store.loop, read)
+        and analysis.is_load(read)
+        and not any(analysis.contains(statement, read) for statement in skipped)
+    ]
 
 
 def _deleted(target: cst.BaseDelTargetExpression) -> list[cst.BaseExpression]:

@@ -247,7 +247,7 @@ class _Checker:
         """The finding for `site`, given the backward calls after it in its scope."""
         unsure: tuple[_Site | None, _Sharing] | None = None
         for partner in later:
-            if _exclusive_branches(self.analysis, site.call, partner.call):
+            if self.analysis.exclusive_branches(site.call, partner.call):
                 continue
             if _expects_error(self.analysis, partner.call):
                 continue
@@ -271,7 +271,7 @@ class _Checker:
         retained graph saved, and the second backward raises 'modified by an inplace
         operation' (the GAN step of pytorch/pytorch#39141)."""
         for partner in later:
-            if _exclusive_branches(self.analysis, site.call, partner.call):
+            if self.analysis.exclusive_branches(site.call, partner.call):
                 continue
             if _expects_error(self.analysis, partner.call):
                 continue
@@ -619,22 +619,6 @@ def _parameter_owners(node: cst.BaseExpression) -> list[cst.BaseExpression]:
 
     node.visit(Finder())
     return owners
-
-
-def _exclusive_branches(analysis: FileAnalysis, a: cst.CSTNode, b: cst.CSTNode) -> bool:
-    """Whether `a` and `b` sit in different branches of one `if` (never both run)."""
-    ancestors: dict[cst.CSTNode, cst.CSTNode] = {}  # ancestor -> its child on the way to `a`
-    child, current = a, analysis.parent(a)
-    while current is not None:
-        ancestors[current] = child
-        child, current = current, analysis.parent(current)
-    child, current = b, analysis.parent(b)
-    while current is not None and current not in ancestors:
-        child, current = current, analysis.parent(current)
-    if not isinstance(current, cst.If):
-        return False
-    branch_a, branch_b = ancestors[current], child
-    return branch_a is not branch_b and current.test not in (branch_a, branch_b)
 
 
 def _expects_error(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
