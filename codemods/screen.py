@@ -235,9 +235,12 @@ class _Walker:
         value = node.value
         if len(node.targets) != 1 or not isinstance(value, ast.BinOp):
             return
-        key = _key(node.targets[0])
-        if isinstance(value.op, ast.Add) and key is not None and key in _operand_keys(value):
-            self._accumulation(node.targets[0], context)
+        target = node.targets[0]
+        key = _key(_container(target))
+        if not isinstance(value.op, ast.Add) or key is None:
+            return
+        if key in _operand_keys(value) or key in _entry_keys(target, value):
+            self._accumulation(target, context)
 
     def _call_statement(self, call: ast.Call, context: _Context) -> None:
         func = call.func
@@ -340,6 +343,24 @@ def _key(node: ast.expr) -> str | None:
 
 def _operand_keys(operation: ast.BinOp) -> tuple[str | None, str | None]:
     return _key(operation.left), _key(operation.right)
+
+
+def _entry_keys(target: ast.expr, operation: ast.BinOp) -> set[str | None]:
+    """`gf001_accumulated_loss._reads_accumulator` for an entry: the containers read by
+    `acc[k]` or `acc.get(...)` operands of `acc[k] = acc.get(k, 0) + x`."""
+    if not isinstance(target, ast.Subscript):
+        return set()
+    keys: set[str | None] = set()
+    for operand in (operation.left, operation.right):
+        if isinstance(operand, ast.Subscript):
+            keys.add(_key(_container(operand)))
+        elif (
+            isinstance(operand, ast.Call)
+            and isinstance(operand.func, ast.Attribute)
+            and operand.func.attr == "get"
+        ):
+            keys.add(_key(operand.func.value))
+    return keys
 
 
 def _container(target: ast.expr) -> ast.expr:

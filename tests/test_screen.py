@@ -89,6 +89,13 @@ def test_a_training_loop_keeps_accumulation_and_carry_rules() -> None:
     assert _wanted(TRAINING) == set(RULES)
 
 
+def test_an_entry_summed_through_get_is_an_accumulation() -> None:
+    summed = TRAINING.replace("total += loss", "totals[k] = totals.get(k, 0.0) + loss")
+    assert "GF001" in _wanted(summed)
+    assert "GF001" in _wanted(summed.replace("totals.get(k, 0.0)", "totals[k]"))
+    assert "GF001" not in _wanted(summed.replace("totals.get(k, 0.0)", "other.get(k, 0.0)"))
+
+
 def test_a_scheduler_step_is_no_training_step() -> None:
     sampling = "for t in timesteps:\n    latents = scheduler.step(noise, t, latents)\n"
     assert "GF002" not in _wanted(sampling)

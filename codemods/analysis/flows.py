@@ -221,6 +221,9 @@ class _Follower:
             return set()
         if isinstance(func, cst.Attribute) and func.attr.value in _MUTATING_METHODS:
             return self.of_target(func.value, depth + 1)  # `xs.append(v)`: v goes where xs goes
+        if self._dict_lookup(func):
+            # `d.get(key, default)`: the key is only hashed; the default may be the result.
+            return set() if call.args[0] is arg else self.of_expression(call, depth + 1)
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
@@ -234,6 +237,13 @@ class _Follower:
         if local is not None:
             return local
         return {Use.UNKNOWN_CONSUMER} | self.of_expression(call, depth + 1)
+
+    def _dict_lookup(self, func: cst.BaseExpression) -> bool:
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "get"
+            and self.analysis.value_of(func.value).kind is Kind.DICT
+        )
 
     def _into_local_function(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use] | None:
         """Follow an argument into a function of this file: its uses there, and, when the

@@ -1,8 +1,10 @@
 """GF001: a graph-attached loss accumulated across loop iterations.
 
 Detects `acc += loss`, `acc = acc + loss`, `acc.append(loss)`, `acc[key] += loss`,
-`self.acc += loss` and `meter.update(loss)` (when the meter's class, in the same file, sums
-what it is given), where `loss` is proven graph-attached and `acc` outlives the iteration.
+`acc[key] = acc.get(key, 0) + loss`, `self.acc += loss` and `meter.update(loss)` (when the
+meter's class, in the same file, sums what it is given), where `loss` is proven graph-attached
+and `acc` outlives the iteration. Losses read back from a dict or list of losses
+(`for name, value in loss_dict.items()`) keep what the analysis knows of the stored terms.
 
 Not a finding: a total of loss terms that is itself a loss, summed in a `forward` (a model's
 or a criterion's), or summed by a loop with no training step in it (no backward or optimizer
@@ -55,7 +57,8 @@ class AccumulatedLoss(Rule):
     name = "accumulated-graph-loss"
     summary = "A graph-attached loss is accumulated across loop iterations"
     explanation = (
-        "Adding a loss tensor to a running total (`total += loss`, `losses.append(loss)`) keeps "
+        "Adding a loss tensor to a running total (`total += loss`, `losses.append(loss)`, "
+        "`meters[name] += value` over the terms of a loss dict's `.items()`) keeps "
         "a reference to its autograd graph, so every iteration's graph (and, when nothing "
         "backpropagates that loss, every iteration's activations) stays alive: memory grows "
         "step after step, and a later backward through the total can fail. The PyTorch FAQ "
@@ -100,17 +103,45 @@ def _accumulations(analysis: FileAnalysis) -> Iterator[_Accumulation]:
         elif isinstance(statement, cst.Assign) and len(statement.targets) == 1:
             target = statement.targets[0].target
             value = statement.value
-            key = target_key(target)
-            if key is None or not isinstance(value, cst.BinaryOperation):
+            if not isinstance(value, cst.BinaryOperation):
                 continue
             if not isinstance(value.operator, cst.Add):
                 continue
-            if target_key(value.left) == key:
+            if _reads_accumulator(analysis, target, value.left):
                 yield _Accumulation(statement, target, value.right, exclude=value.left)
-            elif target_key(value.right) == key:
+            elif _reads_accumulator(analysis, target, value.right):
                 yield _Accumulation(statement, target, value.left, exclude=value.right)
         elif isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
             yield from _call_accumulations(analysis, statement, statement.value)
+
+
+def _reads_accumulator(
+    analysis: FileAnalysis, target: cst.BaseExpression, read: cst.BaseExpression
+) -> bool:
+    """Whether `read` reads what `target` stores: `acc` in `acc = acc + x`, and for an entry,
+    `acc[k]` or `acc.get(k, 0)` in `acc[k] = acc.get(k, 0) + x`."""
+    key = target_key(target)
+    if key is not None:
+        return target_key(read) == key
+    if not isinstance(target, cst.Subscript) or target_key(_container(target)) is None:
+        return False
+    if isinstance(read, cst.Subscript):
+        return analysis.code_of(read) == analysis.code_of(target)
+    if (
+        isinstance(read, cst.Call)
+        and isinstance(read.func, cst.Attribute)
+        and read.func.attr.value == "get"
+        and len(read.args) == 2
+        and not any(arg.keyword for arg in read.args)
+        and len(target.slice) == 1
+    ):
+        same_dict = analysis.code_of(read.func.value) == analysis.code_of(target.value)
+        index = target.slice[0].slice
+        same_key = isinstance(index, cst.Index) and (
+            analysis.code_of(read.args[0].value) == analysis.code_of(index.value)
+        )
+        return same_dict and same_key
+    return False
 
 
 def _call_accumulations(
