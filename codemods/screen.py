@@ -252,7 +252,7 @@ class _Walker:
         if not call.args and all(keyword.arg for keyword in call.keywords):
             return
         if func.attr == "append":
-            self._accumulation(func.value, context)
+            self._accumulation(_through_setdefault(func.value), context)
         else:
             self.facts.meter_call = True
 
@@ -361,6 +361,17 @@ def _entry_keys(target: ast.expr, operation: ast.BinOp) -> set[str | None]:
         ):
             keys.add(_key(operand.func.value))
     return keys
+
+
+def _through_setdefault(receiver: ast.expr) -> ast.expr:
+    """`flows.through_setdefault`: `d` for `d.setdefault(k, [])`."""
+    if (
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "setdefault"
+    ):
+        return receiver.func.value
+    return receiver
 
 
 def _container(target: ast.expr) -> ast.expr:

@@ -96,6 +96,16 @@ def test_an_entry_summed_through_get_is_an_accumulation() -> None:
     assert "GF001" not in _wanted(summed.replace("totals.get(k, 0.0)", "other.get(k, 0.0)"))
 
 
+def test_a_logger_method_appending_through_setdefault_is_an_accumulation() -> None:
+    logger = (
+        "class Logger:\n"
+        "    def put(self, name, value):\n"
+        "        self.values.setdefault(name, []).append(value)\n"
+    )
+    assert "GF001" not in _wanted(TRAINING.replace("total += loss", "logger.put('l', loss)"))
+    assert "GF001" in _wanted(logger + TRAINING.replace("total += loss", "logger.put('l', loss)"))
+
+
 def test_a_scheduler_step_is_no_training_step() -> None:
     sampling = "for t in timesteps:\n    latents = scheduler.step(noise, t, latents)\n"
     assert "GF002" not in _wanted(sampling)

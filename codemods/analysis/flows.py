@@ -183,6 +183,12 @@ class _Follower:
             return uses
         if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.value is node:
             return self.of_target(parent.target, depth + 1)
+        if (
+            isinstance(parent, (cst.For, cst.CompFor))
+            and parent.iter is node
+            and self.analysis.value_of(node).kind is Kind.DICT
+        ):
+            return set()  # iterating a dict gives its keys, not what it stores
         if isinstance(parent, cst.For) and parent.iter is node:
             return self.of_target(parent.target, depth + 1)
         if isinstance(parent, cst.CompFor) and parent.iter is node:
@@ -220,7 +226,8 @@ class _Follower:
         if simple in torch_api.NUMERIC_CONSUMERS or head in ("math", "numpy", "statistics"):
             return set()
         if isinstance(func, cst.Attribute) and func.attr.value in _MUTATING_METHODS:
-            return self.of_target(func.value, depth + 1)  # `xs.append(v)`: v goes where xs goes
+            # `xs.append(v)`, `d.setdefault(k, []).append(v)`: v goes where xs (d) goes
+            return self.of_target(through_setdefault(func.value), depth + 1)
         if self._dict_lookup(func):
             # `d.get(key, default)`: the key is only hashed; the default may be the result.
             return set() if call.args[0] is arg else self.of_expression(call, depth + 1)
@@ -292,6 +299,17 @@ class _Follower:
         if isinstance(element, (cst.Name, cst.BinaryOperation, cst.UnaryOperation, cst.Tuple)):
             uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
         return uses
+
+
+def through_setdefault(receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """`d` for `d.setdefault(k, [])`: what an append to that result stores into."""
+    if (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value == "setdefault"
+    ):
+        return receiver.func.value
+    return receiver
 
 
 def _graph_part(value: cst.CSTNode, target: cst.BaseExpression) -> cst.BaseExpression:

@@ -493,12 +493,15 @@ class Interpreter:
         return UNKNOWN
 
     def defaultdict(self, node: cst.Call) -> Value:
-        """`defaultdict(float)` starts empty and holds numbers; `defaultdict(AverageMeter)`
-        holds instances of the file's class."""
+        """`defaultdict(float)` starts empty and holds numbers, `defaultdict(list)` empty
+        lists; `defaultdict(AverageMeter)` holds instances of the file's class."""
         empty = Value(Grad.FREE, Kind.DICT)
         factory = node.args[0].value if node.args and not node.args[0].keyword else None
         if isinstance(factory, cst.Name) and factory.value in ("int", "float"):
             return empty
+        if isinstance(factory, cst.Name) and factory.value == "list":
+            lists = Value(Grad.FREE, Kind.LIST)
+            return replace(empty, element=Grad.FREE, element_value=lists)
         if isinstance(factory, cst.Name):
             made = self.lookup_global(factory.value)
             if made.kind is Kind.CLASS:
