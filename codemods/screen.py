@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from codemods.analysis.torch_api import (
     BATCHES_TEXT,
+    EVALUATION_NAME,
     FORWARD_METHODS,
     INPLACE_FLAG_POSITION,
     NON_WRITING_UNDERSCORE_METHODS,
@@ -61,6 +62,7 @@ class _Facts:
     meter_class: bool = False  # a method adding into `self.x`
     loop_store: bool = False  # GF002: a store in a training loop, outside a forward
     batch_loop_store: bool = False  # GF002: a kept store in an evaluation loop
+    evaluation_store: bool = False  # GF002: a kept store in a loop of an evaluation function
     method_self_store: bool = False  # GF002: `self.x = ...` in a method other than __init__
     autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
     write: bool = False  # GF004: an augmented or index assignment that may write a tensor
@@ -94,7 +96,7 @@ def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
 def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
     """A store in a loop that reaches a training step, or a `self` attribute carried between
     calls of a method when the file runs a backward; or a value kept by an evaluation loop."""
-    if facts.batch_loop_store:
+    if facts.batch_loop_store or facts.evaluation_store:
         return True
     if not _training_step(text):
         return False
@@ -274,6 +276,20 @@ class _Walker:
         self.facts.loop_store = True
         if kept and context.in_batch_loop:
             self.facts.batch_loop_store = True
+        if kept and context.function is not None and _evaluates(context.function):
+            self.facts.evaluation_store = True
+
+
+def _evaluates(function: _Function) -> bool:
+    """`training.is_evaluation_function` without its training-step condition: named for
+    inference or evaluation, or calling `.eval()`."""
+    return bool(EVALUATION_NAME.match(function.name)) or any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "eval"
+        and not node.args
+        for node in ast.walk(function)
+    )
 
 
 def _import_aliases(module: ast.Module) -> dict[str, str]:

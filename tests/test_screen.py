@@ -106,6 +106,27 @@ def test_a_logger_method_appending_through_setdefault_is_an_accumulation() -> No
     assert "GF001" in _wanted(logger + TRAINING.replace("total += loss", "logger.put('l', loss)"))
 
 
+def test_outputs_kept_by_an_evaluation_method_need_gf002() -> None:
+    predict = (
+        "import torch.nn as nn\n\n"
+        "class Wrapper:\n"
+        "    def __init__(self):\n"
+        "        self.model = nn.Linear(4, 2)\n\n"
+        "    def predict(self, graphs):\n"
+        "        outs = []\n"
+        "        for g in graphs:\n"
+        "            outs.append(self.model(g))\n"
+        "        return outs\n"
+    )
+    assert "GF002" in _wanted(predict)
+    assert "GF002" in _wanted(
+        predict.replace("outs = []", "self.model.eval()\n        outs = []").replace(
+            "def predict", "def run"
+        )
+    )
+    assert "GF002" not in _wanted(predict.replace("def predict", "def run"))
+
+
 def test_a_scheduler_step_is_no_training_step() -> None:
     sampling = "for t in timesteps:\n    latents = scheduler.step(noise, t, latents)\n"
     assert "GF002" not in _wanted(sampling)
