@@ -274,7 +274,11 @@ class _Follower:
         function = self.analysis.scope_of(node)
         if not isinstance(function, cst.FunctionDef):
             return {Use.RETURNED_UNSEEN}
-        calls = list(self.analysis.index.calls_by_name.get(function.name.value, []))
+        calls = [
+            call
+            for call in self.analysis.index.calls_by_name.get(function.name.value, [])
+            if not self._tensor_method_call(call)
+        ]
         if function.name.value == "forward":
             calls += self.analysis.module_calls(self.analysis.class_of(function))
         if not calls:
@@ -283,6 +287,14 @@ class _Follower:
         for call in calls:
             uses |= self.of_expression(call, depth + 1)
         return uses
+
+    def _tensor_method_call(self, call: cst.Call) -> bool:
+        """`x.mean()` on a proven tensor: never a call of the file's own `mean` method."""
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute)
+            and self.analysis.value_of(func.value).kind is Kind.TENSOR
+        )
 
     def _comprehension(self, comp_for: cst.CompFor, depth: int) -> set[Use]:
         comprehension = self.analysis.parent(comp_for)

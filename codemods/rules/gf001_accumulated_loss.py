@@ -203,9 +203,25 @@ def _attribute_accumulating(
         return None
     for occurrence in occurrences:
         attribute = _self_attribute_storing(analysis, occurrence)
-        if attribute is not None:
+        if attribute is not None and not _tested_before(analysis, occurrence, param, method):
             return attribute
     return None
+
+
+def _tested_before(
+    analysis: FileAnalysis, occurrence: cst.Name, param: str, method: cst.FunctionDef
+) -> bool:
+    """Whether `occurrence` runs under a test of `param` (`if torch.is_tensor(value): ...
+    .append(value.item()) else: .append(value)`): a tensor may then take another branch."""
+    node: cst.CSTNode | None = analysis.parent(occurrence)
+    while node is not None and node is not method:
+        if isinstance(node, (cst.If, cst.While, cst.IfExp)) and any(
+            isinstance(inner, cst.Name) and inner.value == param
+            for inner in analysis.descendants(node.test)
+        ):
+            return True
+        node = analysis.parent(node)
+    return False
 
 
 def _self_attribute_storing(analysis: FileAnalysis, occurrence: cst.Name) -> str | None:
