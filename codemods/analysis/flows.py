@@ -193,6 +193,8 @@ class _Follower:
             return self.of_target(parent.target, depth + 1)
         if isinstance(parent, cst.CompFor) and parent.iter is node:
             return self._comprehension(parent, depth)
+        if _element_of(parent, node):
+            return self.of_expression(parent, depth + 1)  # the elements flow on
         return {Use.UNKNOWN_CONSUMER}
 
     # -- the cases ----------------------------------------------------------------------
@@ -297,20 +299,41 @@ class _Follower:
         )
 
     def _comprehension(self, comp_for: cst.CompFor, depth: int) -> set[Use]:
+        """What the comprehension does with its target names (`x`, or `k, v` over
+        `d.items()`); what it makes of them flows on with its result (`_element_of`)."""
         comprehension = self.analysis.parent(comp_for)
-        target = comp_for.target
-        if not isinstance(target, cst.Name) or comprehension is None:
+        names = _target_names(comp_for.target)
+        if names is None or comprehension is None:
             return {Use.UNKNOWN_CONSUMER}
         uses: set[Use] = set()
-        finder = _NameFinder(target.value)
-        comprehension.visit(finder)
-        for occurrence in finder.found:
-            if occurrence is not target:
-                uses |= self.of_expression(occurrence, depth + 1)
-        element = getattr(comprehension, "elt", None)
-        if isinstance(element, (cst.Name, cst.BinaryOperation, cst.UnaryOperation, cst.Tuple)):
-            uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
+        for target in names:
+            finder = _NameFinder(target.value)
+            comprehension.visit(finder)
+            for occurrence in finder.found:
+                if occurrence is not target:
+                    uses |= self.of_expression(occurrence, depth + 1)
         return uses
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name] | None:
+    """The names a comprehension's `for` binds (`x`, `k, v`), None for other targets."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)) and all(
+        isinstance(element.value, cst.Name) for element in target.elements
+    ):
+        return [element.value for element in target.elements]  # type: ignore[misc]
+    return None
+
+
+def _element_of(comprehension: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `node` is what `comprehension` makes of each element (its `elt`, or a dict
+    comprehension's key or value)."""
+    if isinstance(comprehension, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        return comprehension.elt is node
+    if isinstance(comprehension, cst.DictComp):
+        return node in (comprehension.key, comprehension.value)
+    return False
 
 
 def through_setdefault(receiver: cst.BaseExpression) -> cst.BaseExpression:

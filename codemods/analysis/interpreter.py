@@ -369,6 +369,8 @@ class Interpreter:
             forward = self.call_value(node, callee, args, grad, "forward")
             if forward is not None and forward.kind is Kind.TUPLE:
                 return replace(forward, element=forward.element or output.grad)
+            if forward is not None and forward.kind is Kind.DICT and forward.element is not None:
+                return forward  # a dict of outputs or losses (`{"cls": ..., "box": ...}`)
             if forward is not None and forward.grad is Grad.ATTACHED and grad:
                 return replace(output, scalar=forward.scalar, loss=forward.loss)
             return output
