@@ -33,6 +33,8 @@ _MUTATING_METHODS = frozenset(
 )
 # Tensor methods returning `(values, indices)` when unpacked (with a `dim`).
 _VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "median", "mode", "kthvalue"})
+# Builtins that only iterate their arguments.
+_ITERATING_BUILTINS = frozenset({"zip", "enumerate", "iter", "sorted", "list", "tuple", "set"})
 # Container methods through which elements come out.
 _ELEMENT_METHODS = frozenset({"pop", "copy", "get", "values", "items", "popleft"})
 
@@ -233,6 +235,8 @@ class _Follower:
         if self._dict_lookup(func):
             # `d.get(key, default)`: the key is only hashed; the default may be the result.
             return set() if call.args[0] is arg else self.of_expression(call, depth + 1)
+        if simple in _ITERATING_BUILTINS and self.analysis.value_of(arg.value).kind is Kind.DICT:
+            return set()  # `zip(d, ...)`, `enumerate(d)`: iterating a dict gives its keys
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
