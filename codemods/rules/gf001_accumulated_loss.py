@@ -338,6 +338,8 @@ def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value
     """What the accumulator held before it started accumulating, or None when it does not
     outlive the iteration (it is re-initialised in the loop before being added to)."""
     if accumulation.owner_class is not None:
+        if _fresh_each_iteration(analysis, accumulation):
+            return None
         return analysis.class_attribute_inits(
             accumulation.owner_class, accumulation.owner_attribute or ""
         ) or Value(Grad.FREE, Kind.UNKNOWN)
@@ -359,6 +361,16 @@ def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value
     if key.startswith("self.") and info is not None and scope.name.value != "__init__":
         return analysis.class_attribute_inits(info.name, key[5:])  # object state outlives calls
     return None
+
+
+def _fresh_each_iteration(analysis: FileAnalysis, accumulation: _Accumulation) -> bool:
+    """Whether a meter or logger object is made anew in its loop before the call
+    (`log = StepLog()` ... `log.add(loss)`): what it keeps dies with the iteration."""
+    key = target_key(_container(accumulation.accumulator))
+    loops = analysis.enclosing_loops(accumulation.statement)
+    if key is None or key.startswith("self.") or not loops:
+        return False
+    return _rebound_before(analysis, loops[0], key, accumulation.statement)
 
 
 def _rebound_before(
