@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from codemods.analysis.interpreter import CONVENTIONAL_CRITERIA
 from codemods.analysis.torch_api import (
     BATCHES_TEXT,
+    EVALUATION_NAME,
     FORWARD_METHODS,
     FUNCTIONAL_LOSSES,
     NON_WRITING_UNDERSCORE_METHODS,
@@ -82,6 +83,7 @@ class _Facts:
     meter_class: bool = False  # a method adding into `self.x`
     loop_store: bool = False  # GF002: a store in a training loop, outside a forward
     batch_loop_store: bool = False  # GF002: a kept store in an evaluation loop
+    evaluation_store: bool = False  # GF002: a kept store in a loop of an evaluation function
     method_self_store: bool = False  # GF002: `self.x = ...` in a method other than __init__
     autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
     write: bool = False  # GF004: an augmented or index assignment that may write a tensor
@@ -123,7 +125,7 @@ def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
 def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
     """A store in a loop that reaches a training step, or a `self` attribute carried between
     calls of a method when the file runs a backward; or a value kept by an evaluation loop."""
-    if facts.batch_loop_store:
+    if facts.batch_loop_store or facts.evaluation_store:
         return True
     if not _training_step(text):
         return False
@@ -274,10 +276,14 @@ class _Walker:
         value = node.value
         if len(node.targets) != 1 or not isinstance(value, ast.BinOp):
             return
-        key = _key(node.targets[0])
-        if isinstance(value.op, ast.Add) and key is not None and key in _operand_keys(value):
-            operand = value.right if _key(value.left) == key else value.left
-            self._accumulation(node.targets[0], operand, context)
+        target = node.targets[0]
+        key = _key(_container(target))
+        if not isinstance(value.op, ast.Add) or key is None:
+            return
+        entries = _entry_keys(target, value)
+        if key in _operand_keys(value) or key in entries:
+            reads_left = _key(value.left) == key or key in _entry_keys(target, value, value.left)
+            self._accumulation(target, value.right if reads_left else value.left, context)
 
     def _call_statement(self, call: ast.Call, context: _Context) -> None:
         func = call.func
@@ -289,7 +295,8 @@ class _Walker:
         if not call.args and all(keyword.arg for keyword in call.keywords):
             return
         if func.attr == "append":
-            self._accumulation(func.value, call.args[0] if call.args else None, context)
+            operand = call.args[0] if call.args else None
+            self._accumulation(_through_setdefault(func.value), operand, context)
         else:
             self.facts.meter_call = True
 
@@ -347,6 +354,20 @@ class _Walker:
         self.facts.loop_store = True
         if kept and context.in_batch_loop:
             self.facts.batch_loop_store = True
+        if kept and context.function is not None and _evaluates(context.function):
+            self.facts.evaluation_store = True
+
+
+def _evaluates(function: _Function) -> bool:
+    """`training.is_evaluation_function` without its training-step condition: named for
+    inference or evaluation, or calling `.eval()`."""
+    return bool(EVALUATION_NAME.match(function.name)) or any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "eval"
+        and not node.args
+        for node in ast.walk(function)
+    )
 
 
 def _import_aliases(module: ast.Module) -> dict[str, str]:
@@ -502,6 +523,38 @@ def _key(node: ast.expr) -> str | None:
 
 def _operand_keys(operation: ast.BinOp) -> tuple[str | None, str | None]:
     return _key(operation.left), _key(operation.right)
+
+
+def _entry_keys(
+    target: ast.expr, operation: ast.BinOp, only: ast.expr | None = None
+) -> set[str | None]:
+    """`gf001_accumulated_loss._reads_accumulator` for an entry: the containers read by
+    `acc[k]` or `acc.get(...)` operands of `acc[k] = acc.get(k, 0) + x` (of `only`, when
+    given)."""
+    if not isinstance(target, ast.Subscript):
+        return set()
+    keys: set[str | None] = set()
+    for operand in (operation.left, operation.right) if only is None else (only,):
+        if isinstance(operand, ast.Subscript):
+            keys.add(_key(_container(operand)))
+        elif (
+            isinstance(operand, ast.Call)
+            and isinstance(operand.func, ast.Attribute)
+            and operand.func.attr == "get"
+        ):
+            keys.add(_key(operand.func.value))
+    return keys
+
+
+def _through_setdefault(receiver: ast.expr) -> ast.expr:
+    """`flows.through_setdefault`: `d` for `d.setdefault(k, [])`."""
+    if (
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "setdefault"
+    ):
+        return receiver.func.value
+    return receiver
 
 
 def _container(target: ast.expr) -> ast.expr:

@@ -90,6 +90,44 @@ def test_a_training_loop_keeps_accumulation_and_carry_rules() -> None:
     assert _wanted(TRAINING) == set(RULES) - {"GF004"}
 
 
+def test_an_entry_summed_through_get_is_an_accumulation() -> None:
+    summed = TRAINING.replace("total += loss", "totals[k] = totals.get(k, 0.0) + loss")
+    assert "GF001" in _wanted(summed)
+    assert "GF001" in _wanted(summed.replace("totals.get(k, 0.0)", "totals[k]"))
+    assert "GF001" not in _wanted(summed.replace("totals.get(k, 0.0)", "other.get(k, 0.0)"))
+
+
+def test_a_logger_method_appending_through_setdefault_is_an_accumulation() -> None:
+    logger = (
+        "class Logger:\n"
+        "    def put(self, name, value):\n"
+        "        self.values.setdefault(name, []).append(value)\n"
+    )
+    assert "GF001" not in _wanted(TRAINING.replace("total += loss", "logger.put('l', loss)"))
+    assert "GF001" in _wanted(logger + TRAINING.replace("total += loss", "logger.put('l', loss)"))
+
+
+def test_outputs_kept_by_an_evaluation_method_need_gf002() -> None:
+    predict = (
+        "import torch.nn as nn\n\n"
+        "class Wrapper:\n"
+        "    def __init__(self):\n"
+        "        self.model = nn.Linear(4, 2)\n\n"
+        "    def predict(self, graphs):\n"
+        "        outs = []\n"
+        "        for g in graphs:\n"
+        "            outs.append(self.model(g))\n"
+        "        return outs\n"
+    )
+    assert "GF002" in _wanted(predict)
+    assert "GF002" in _wanted(
+        predict.replace("outs = []", "self.model.eval()\n        outs = []").replace(
+            "def predict", "def run"
+        )
+    )
+    assert "GF002" not in _wanted(predict.replace("def predict", "def run"))
+
+
 def test_a_scheduler_step_is_no_training_step() -> None:
     sampling = "for t in timesteps:\n    latents = scheduler.step(noise, t, latents)\n"
     assert "GF002" not in _wanted(sampling)

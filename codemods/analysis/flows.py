@@ -33,6 +33,8 @@ _MUTATING_METHODS = frozenset(
 )
 # Tensor methods returning `(values, indices)` when unpacked (with a `dim`).
 _VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "median", "mode", "kthvalue"})
+# Builtins that only iterate their arguments.
+_ITERATING_BUILTINS = frozenset({"zip", "enumerate", "iter", "sorted", "list", "tuple", "set"})
 # Container methods through which elements come out.
 _ELEMENT_METHODS = frozenset({"pop", "copy", "get", "values", "items", "popleft"})
 
@@ -185,10 +187,18 @@ class _Follower:
             return uses
         if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.value is node:
             return self.of_target(parent.target, depth + 1)
+        if (
+            isinstance(parent, (cst.For, cst.CompFor))
+            and parent.iter is node
+            and self.analysis.value_of(node).kind is Kind.DICT
+        ):
+            return set()  # iterating a dict gives its keys, not what it stores
         if isinstance(parent, cst.For) and parent.iter is node:
             return self.of_target(parent.target, depth + 1)
         if isinstance(parent, cst.CompFor) and parent.iter is node:
             return self._comprehension(parent, depth)
+        if _element_of(parent, node):
+            return self.of_expression(parent, depth + 1)  # the elements flow on
         return {Use.UNKNOWN_CONSUMER}
 
     # -- the cases ----------------------------------------------------------------------
@@ -222,7 +232,13 @@ class _Follower:
         if simple in torch_api.NUMERIC_CONSUMERS or head in ("math", "numpy", "statistics"):
             return set()
         if isinstance(func, cst.Attribute) and func.attr.value in _MUTATING_METHODS:
-            return self.of_target(func.value, depth + 1)  # `xs.append(v)`: v goes where xs goes
+            # `xs.append(v)`, `d.setdefault(k, []).append(v)`: v goes where xs (d) goes
+            return self.of_target(through_setdefault(func.value), depth + 1)
+        if self._dict_lookup(func):
+            # `d.get(key, default)`: the key is only hashed; the default may be the result.
+            return set() if call.args[0] is arg else self.of_expression(call, depth + 1)
+        if simple in _ITERATING_BUILTINS and self.analysis.value_of(arg.value).kind is Kind.DICT:
+            return set()  # `zip(d, ...)`, `enumerate(d)`: iterating a dict gives its keys
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
         if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
@@ -246,6 +262,13 @@ class _Follower:
         `@torch.no_grad()` function): what an operation makes there carries no graph."""
         return self.analysis.statement_of(node) is not None and not self.analysis.grad_enabled(node)
 
+    def _dict_lookup(self, func: cst.BaseExpression) -> bool:
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "get"
+            and self.analysis.value_of(func.value).kind is Kind.DICT
+        )
+
     def _into_local_function(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use] | None:
         """Follow an argument into a function of this file: its uses there, and, when the
         function returns it, the uses of the call's result."""
@@ -268,7 +291,11 @@ class _Follower:
         function = self.analysis.scope_of(node)
         if not isinstance(function, cst.FunctionDef):
             return {Use.RETURNED_UNSEEN}
-        calls = list(self.analysis.index.calls_by_name.get(function.name.value, []))
+        calls = [
+            call
+            for call in self.analysis.index.calls_by_name.get(function.name.value, [])
+            if not self._tensor_method_call(call)
+        ]
         if function.name.value == "forward":
             calls += self.analysis.module_calls(self.analysis.class_of(function))
         if not calls:
@@ -278,21 +305,61 @@ class _Follower:
             uses |= self.of_expression(call, depth + 1)
         return uses
 
+    def _tensor_method_call(self, call: cst.Call) -> bool:
+        """`x.mean()` on a proven tensor: never a call of the file's own `mean` method."""
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute)
+            and self.analysis.value_of(func.value).kind is Kind.TENSOR
+        )
+
     def _comprehension(self, comp_for: cst.CompFor, depth: int) -> set[Use]:
+        """What the comprehension does with its target names (`x`, or `k, v` over
+        `d.items()`); what it makes of them flows on with its result (`_element_of`)."""
         comprehension = self.analysis.parent(comp_for)
-        target = comp_for.target
-        if not isinstance(target, cst.Name) or comprehension is None:
+        names = _target_names(comp_for.target)
+        if names is None or comprehension is None:
             return {Use.UNKNOWN_CONSUMER}
         uses: set[Use] = set()
-        finder = _NameFinder(target.value)
-        comprehension.visit(finder)
-        for occurrence in finder.found:
-            if occurrence is not target:
-                uses |= self.of_expression(occurrence, depth + 1)
-        element = getattr(comprehension, "elt", None)
-        if isinstance(element, (cst.Name, cst.BinaryOperation, cst.UnaryOperation, cst.Tuple)):
-            uses |= self.of_expression(comprehension, depth + 1)  # the elements flow on
+        for target in names:
+            finder = _NameFinder(target.value)
+            comprehension.visit(finder)
+            for occurrence in finder.found:
+                if occurrence is not target:
+                    uses |= self.of_expression(occurrence, depth + 1)
         return uses
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name] | None:
+    """The names a comprehension's `for` binds (`x`, `k, v`), None for other targets."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)) and all(
+        isinstance(element.value, cst.Name) for element in target.elements
+    ):
+        return [element.value for element in target.elements]  # type: ignore[misc]
+    return None
+
+
+def _element_of(comprehension: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `node` is what `comprehension` makes of each element (its `elt`, or a dict
+    comprehension's key or value)."""
+    if isinstance(comprehension, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        return comprehension.elt is node
+    if isinstance(comprehension, cst.DictComp):
+        return node in (comprehension.key, comprehension.value)
+    return False
+
+
+def through_setdefault(receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """`d` for `d.setdefault(k, [])`: what an append to that result stores into."""
+    if (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value == "setdefault"
+    ):
+        return receiver.func.value
+    return receiver
 
 
 def _graph_part(value: cst.CSTNode, target: cst.BaseExpression) -> cst.BaseExpression:

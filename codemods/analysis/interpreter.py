@@ -16,7 +16,15 @@ import libcst as cst
 from codemods.analysis import torch_api
 from codemods.analysis.imports import dotted_name
 from codemods.analysis.syntax import keyword_argument
-from codemods.analysis.values import FREE_TENSOR, NUMBER, UNKNOWN, Grad, Kind, Value
+from codemods.analysis.values import (
+    FREE_TENSOR,
+    NUMBER,
+    UNKNOWN,
+    Grad,
+    Kind,
+    Value,
+    container_of,
+)
 
 Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
 
@@ -135,8 +143,8 @@ class Interpreter:
         element = UNKNOWN
         if isinstance(node, cst.For):
             iterable = self.value(node.iter, env, grad)
-            if iterable.element is not None:
-                element = Value(iterable.element)
+            if iterable.kind is not Kind.DICT:  # iterating a dict gives its keys
+                element = iterable.element_read()
         for _ in range(_LOOP_PASSES):
             start = dict(current)
             if isinstance(node, cst.For):
@@ -212,12 +220,7 @@ class Interpreter:
                 receiver = env[key]
                 if method == "append" and value.args:
                     item = self.value(value.args[0].value, env, grad)
-                    element = (
-                        item.grad if receiver.element is None else receiver.element.join(item.grad)
-                    )
-                    if receiver.kind is Kind.LIST and receiver.element is None:
-                        element = item.grad
-                    return {**env, key: replace(receiver, element=element)}
+                    return {**env, key: receiver.storing(item)}
                 if method == "detach_":
                     return {**env, key: replace(receiver, grad=Grad.FREE)}
         self.value(value, env, grad)
@@ -229,7 +232,9 @@ class Interpreter:
         if key is not None:
             env[key] = value
         elif isinstance(target, (cst.Tuple, cst.List)):
-            part = Value(value.element if value.element is not None else value.grad)
+            part = value.element_read() if value.element is not None else Value(value.grad)
+            if value.kind is Kind.DICT:
+                part = UNKNOWN  # unpacking a dict gives its keys
             parts = value.parts
             if parts is None or len(parts) != len(target.elements):
                 parts = tuple(part for _ in target.elements)
@@ -240,11 +245,7 @@ class Interpreter:
         elif isinstance(target, cst.Subscript):
             container = target_key(target.value)
             if container is not None and container in env:
-                held = env[container]
-                element = value.grad if held.element is None else held.element.join(value.grad)
-                if held.kind is Kind.DICT and held.element is None:
-                    element = value.grad
-                env[container] = replace(held, element=element)
+                env[container] = env[container].storing(value)
         return env
 
     # -- expressions ------------------------------------------------------------------
@@ -277,27 +278,25 @@ class Interpreter:
             return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))
         if isinstance(node, (cst.List, cst.Tuple)):
             items = [self.value(item.value, env, grad) for item in node.elements]
-            element: Grad | None = None
-            for item in items:
-                element = item.grad if element is None else element.join(item.grad)
-            if isinstance(node, cst.List):
-                return Value(Grad.FREE, Kind.LIST, element=element)
             starred = any(isinstance(item, cst.StarredElement) for item in node.elements)
+            if isinstance(node, cst.List):
+                return container_of(Kind.LIST, items, unpacked=starred)
             parts = None if starred else tuple(items)
-            return Value(Grad.FREE, Kind.TUPLE, element=element, parts=parts)
+            return replace(container_of(Kind.TUPLE, items, unpacked=starred), parts=parts)
         if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
             return self.comprehension(node, env, grad)
         if isinstance(node, cst.Dict):
-            element = None
-            for entry in node.elements:
-                if isinstance(entry, cst.DictElement):
-                    grad_of = self.value(entry.value, env, grad).grad
-                    element = grad_of if element is None else element.join(grad_of)
-            return Value(Grad.FREE, Kind.DICT, element=element)
+            values = [
+                self.value(entry.value, env, grad)
+                for entry in node.elements
+                if isinstance(entry, cst.DictElement)
+            ]
+            unpacked = len(values) < len(node.elements)  # `{**other, ...}`
+            return container_of(Kind.DICT, values, unpacked=unpacked)
         if isinstance(node, cst.Subscript):
             container = self.value(node.value, env, grad)
             if container.element is not None:
-                return Value(container.element)
+                return container.element_read()
             if container.kind is Kind.TENSOR:
                 return self.tensor_result(container.grad, grad)
             return UNKNOWN
@@ -355,6 +354,8 @@ class Interpreter:
     def call(self, node: cst.Call, env: Env, grad: bool) -> Value:
         args = [self.value(arg.value, env, grad) for arg in node.args]
         name = self.qualify(node.func)
+        if name == "collections.defaultdict":
+            return self.defaultdict(node)
         if name is not None:
             known = self.library_call(name, node, args, grad)
             if known is not None:
@@ -382,6 +383,8 @@ class Interpreter:
             forward = self.call_value(node, callee, args, grad, "forward")
             if forward is not None and forward.kind is Kind.TUPLE:
                 return replace(forward, element=forward.element or output.grad)
+            if forward is not None and forward.kind is Kind.DICT and forward.element is not None:
+                return forward  # a dict of outputs or losses (`{"cls": ..., "box": ...}`)
             if forward is not None and forward.grad is Grad.ATTACHED and grad:
                 return replace(output, scalar=forward.scalar, loss=forward.loss)
             return output
@@ -482,19 +485,58 @@ class Interpreter:
                 return replace(result, evidence=receiver.evidence, loss=receiver.loss)
         if receiver.kind is Kind.MODULE and method == "forward":
             return self.tensor_result(Grad.ATTACHED, grad)
+        if receiver.kind is Kind.DICT and receiver.element is not None:
+            return _dict_view(method, receiver, args)
         return None
 
     def builtin_call(self, name: str, args: list[Value]) -> Value:
         if name in ("float", "int", "len", "round", "bool"):
             return NUMBER
         if name in ("list", "sorted") and args:
-            return Value(Grad.FREE, Kind.LIST, element=args[0].element)
+            # A dict's elements are its keys: only a view or a sequence passes its values on.
+            element_value = args[0].element_value if args[0].kind is not Kind.DICT else None
+            return Value(Grad.FREE, Kind.LIST, element=args[0].element, element_value=element_value)
         if name == "list" or name == "dict":
             return Value(Grad.FREE, Kind.LIST if name == "list" else Kind.DICT)
         if name == "sum" and args and args[0].element is not None:
             element = args[0].element
-            return NUMBER if element is Grad.FREE else Value(element, Kind.TENSOR)
+            if element is Grad.FREE:
+                return NUMBER
+            terms = args[0].element_read()  # a sum of losses is a loss, of scalars a scalar
+            return Value(
+                element, Kind.TENSOR, scalar=terms.scalar, loss=terms.loss, evidence=terms.evidence
+            )
         return UNKNOWN
+
+    def defaultdict(self, node: cst.Call) -> Value:
+        """`defaultdict(float)` starts empty and holds numbers, `defaultdict(list)` empty
+        lists; `defaultdict(AverageMeter)` holds instances of the file's class."""
+        empty = Value(Grad.FREE, Kind.DICT)
+        factory = node.args[0].value if node.args and not node.args[0].keyword else None
+        if isinstance(factory, cst.Name) and factory.value in ("int", "float"):
+            return empty
+        if isinstance(factory, cst.Name) and factory.value == "list":
+            lists = Value(Grad.FREE, Kind.LIST)
+            return replace(empty, element=Grad.FREE, element_value=lists)
+        if isinstance(factory, cst.Name):
+            made = self.lookup_global(factory.value)
+            if made.kind is Kind.CLASS:
+                instance = Value(Grad.FREE, Kind.OBJECT, cls=made.cls)
+                return replace(empty, element=Grad.FREE, element_value=instance)
+        return Value(Grad.FREE, Kind.DICT, element=Grad.UNKNOWN)
+
+
+def _dict_view(method: str, receiver: Value, args: list[Value]) -> Value | None:
+    """`d.values()`, `d.items()` (pairs of an unknown key and a value), `d.get(k, default)`."""
+    stored = receiver.element_read()
+    if method == "values":
+        return Value(Grad.FREE, Kind.LIST, element=stored.grad, element_value=stored)
+    if method == "items":
+        pair = Value(Grad.FREE, Kind.TUPLE, element=Grad.UNKNOWN, parts=(UNKNOWN, stored))
+        return Value(Grad.FREE, Kind.LIST, element=Grad.FREE, element_value=pair)
+    if method == "get" and len(args) == 2:
+        return stored.join(args[1])
+    return None
 
 
 def _joined_grad(values: list[Value]) -> Grad:

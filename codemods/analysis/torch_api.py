@@ -19,6 +19,10 @@ STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
 FORWARD_METHODS = frozenset({"forward", "__call__"})
+# Functions named for inference or evaluation (`predict`, `generate`, `evaluate`, `validate`).
+EVALUATION_NAME = re.compile(
+    r"^_*(?:generate|sample|predict|infer|inference|eval|validat)", re.IGNORECASE
+)
 # Wrappers of those that projects define for themselves (`smart_inference_mode()`,
 # `@torch_no_grad`): by name only, which can only make gradfix report less.
 GRAD_DISABLING_NAME = re.compile(r"(?:^|[._])(?:no_grad|inference_mode)$")

@@ -145,3 +145,22 @@ def in_inference_method(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
         and bool(_INFERENCE_NAME.match(scope.name.value))
         and not analysis.training.function_reaches_step(scope)
     )
+
+
+def is_evaluation_function(analysis: FileAnalysis, function: cst.FunctionDef) -> bool:
+    """Whether `function` only evaluates: it is named for inference or evaluation
+    (`predict`, `evaluate`, `validate`) or puts a module in eval mode (`self.model.eval()`),
+    and reaches no training step."""
+    named = torch_api.EVALUATION_NAME.match(function.name.value)
+    return bool(named or _calls_eval_mode(analysis, function)) and not (
+        analysis.training.function_reaches_step(function)
+    )
+
+
+def _calls_eval_mode(analysis: FileAnalysis, function: cst.FunctionDef) -> bool:
+    return any(
+        isinstance(call.func, cst.Attribute)
+        and not call.args
+        and analysis.scope_of(call) is function
+        for call in analysis.index.calls_by_name.get("eval", [])
+    )

@@ -65,6 +65,9 @@ class Value:
     scalar: bool = False  # proven to hold one element (so `.item()` works)
     cls: str | None = None  # the class (OBJECT) or function (FUNCTION) name
     element: Grad | None = None  # for containers: what their elements are
+    # ...and, when every element stored is known, what they are in full (a dict of losses
+    # holds losses, a dict of meters holds instances): `element` stays its `grad`.
+    element_value: Value | None = None
     parts: tuple[Value, ...] | None = None  # for tuples of known length: each element
     evidence: str = ""  # why it is attached, for messages
     reduction_none: bool = False  # a criterion built with reduction='none'
@@ -79,6 +82,9 @@ class Value:
         element = None
         if self.element is not None and other.element is not None:
             element = self.element.join(other.element)
+        element_value = None
+        if self.element_value is not None and other.element_value is not None:
+            element_value = self.element_value.join(other.element_value)
         parts = None
         if (
             self.parts is not None
@@ -93,6 +99,7 @@ class Value:
             scalar=self.scalar and other.scalar,
             cls=self.cls if self.cls == other.cls else None,
             element=element,
+            element_value=element_value,
             evidence=self.evidence or other.evidence,
             reduction_none=self.reduction_none or other.reduction_none,
             loss=self.loss and other.loss,
@@ -101,6 +108,29 @@ class Value:
 
     def with_grad(self, grad: Grad) -> Value:
         return replace(self, grad=grad)
+
+    def element_read(self) -> Value:
+        """What reading one element of this container gives (`xs[i]`, `for x in xs`)."""
+        if self.element_value is not None:
+            return self.element_value
+        return Value(self.element) if self.element is not None else UNKNOWN
+
+    def storing(self, item: Value) -> Value:
+        """This container after `item` is stored into it (`xs.append(item)`, `d[k] = item`)."""
+        if self.element is None:
+            return replace(self, element=item.grad, element_value=item)
+        element_value = None if self.element_value is None else self.element_value.join(item)
+        return replace(self, element=self.element.join(item.grad), element_value=element_value)
+
+
+def container_of(kind: Kind, items: list[Value], unpacked: bool = False) -> Value:
+    """A list, tuple or dict literal holding `items`; `unpacked`: some of them are unpacked
+    iterables (`[*xs]`, `{**d}`), whose elements only their `element` describes."""
+    element: Value | None = None
+    for item in items:
+        element = item if element is None else element.join(item)
+    grad = None if element is None else element.grad
+    return Value(Grad.FREE, kind, element=grad, element_value=None if unpacked else element)
 
 
 UNKNOWN = Value()

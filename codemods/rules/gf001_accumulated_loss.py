@@ -1,8 +1,13 @@
 """GF001: a graph-attached loss accumulated across loop iterations.
 
 Detects `acc += loss`, `acc = acc + loss`, `acc.append(loss)`, `acc[key] += loss`,
-`self.acc += loss` and `meter.update(loss)` (when the meter's class, in the same file, sums
-what it is given), where `loss` is proven graph-attached and `acc` outlives the iteration.
+`acc[key] = acc.get(key, 0) + loss`, `self.acc += loss`, and `meter.update(loss)` or
+`logger.log("loss", loss)` when the method, in a class of the same file, adds or appends its
+parameter as it was passed (never rebinding it) into a `self` attribute, where `loss` is proven
+graph-attached and `acc` outlives the iteration. What the method itself does with the value
+counts as a use of the total (`value.item()` there needs a tensor: `.detach()` at the call).
+Losses read back from a dict or list of losses (`for name, value in loss_dict.items()`) keep
+what the analysis knows of the stored terms.
 
 Not a finding: a total of loss terms that is itself a loss, summed in a `forward` (a model's
 or a criterion's), or summed by a loop with no training step in it (no backward or optimizer
@@ -29,7 +34,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value
-from codemods.analysis.flows import Use, follow_self_attribute, follow_target
+from codemods.analysis.flows import (
+    Use,
+    follow_self_attribute,
+    follow_target,
+    through_setdefault,
+)
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.training import in_forward, iterates_batches
 from codemods.findings import Tier
@@ -48,6 +58,7 @@ class _Accumulation:
     stores_reference: bool = False  # append/update keep the tensor itself, even under no_grad
     owner_class: str | None = None  # for meters: the class whose attribute accumulates
     owner_attribute: str | None = None
+    owner_parameter: cst.Name | None = None  # the method's parameter that receives `operand`
 
 
 class AccumulatedLoss(Rule):
@@ -55,14 +66,18 @@ class AccumulatedLoss(Rule):
     name = "accumulated-graph-loss"
     summary = "A graph-attached loss is accumulated across loop iterations"
     explanation = (
-        "Adding a loss tensor to a running total (`total += loss`, `losses.append(loss)`) keeps "
+        "Adding a loss tensor to a running total (`total += loss`, `losses.append(loss)`, "
+        "`meters[name] += value` over the terms of a loss dict's `.items()`) keeps "
         "a reference to its autograd graph, so every iteration's graph (and, when nothing "
         "backpropagates that loss, every iteration's activations) stays alive: memory grows "
         "step after step, and a later backward through the total can fail. The PyTorch FAQ "
         "calls this 'accumulating history across your training loop'.\n\n"
         "gradfix accumulates `loss.item()` when the total is a Python number that is printed, "
         "logged or averaged, and `loss.detach()` when it must stay a tensor (it is stacked, "
-        "reduced or used with tensor methods), which also avoids a device sync each step.\n\n"
+        "reduced or used with tensor methods), which also avoids a device sync each step. "
+        "A meter or logger class of the same file that keeps what it is given "
+        "(`self.sum += val`, `self.values[name].append(value)`) is fixed at the call site: "
+        "`logger.log('loss', loss.item())`.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
         "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
         "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
@@ -100,17 +115,45 @@ def _accumulations(analysis: FileAnalysis) -> Iterator[_Accumulation]:
         elif isinstance(statement, cst.Assign) and len(statement.targets) == 1:
             target = statement.targets[0].target
             value = statement.value
-            key = target_key(target)
-            if key is None or not isinstance(value, cst.BinaryOperation):
+            if not isinstance(value, cst.BinaryOperation):
                 continue
             if not isinstance(value.operator, cst.Add):
                 continue
-            if target_key(value.left) == key:
+            if _reads_accumulator(analysis, target, value.left):
                 yield _Accumulation(statement, target, value.right, exclude=value.left)
-            elif target_key(value.right) == key:
+            elif _reads_accumulator(analysis, target, value.right):
                 yield _Accumulation(statement, target, value.left, exclude=value.right)
         elif isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
             yield from _call_accumulations(analysis, statement, statement.value)
+
+
+def _reads_accumulator(
+    analysis: FileAnalysis, target: cst.BaseExpression, read: cst.BaseExpression
+) -> bool:
+    """Whether `read` reads what `target` stores: `acc` in `acc = acc + x`, and for an entry,
+    `acc[k]` or `acc.get(k, 0)` in `acc[k] = acc.get(k, 0) + x`."""
+    key = target_key(target)
+    if key is not None:
+        return target_key(read) == key
+    if not isinstance(target, cst.Subscript) or target_key(_container(target)) is None:
+        return False
+    if isinstance(read, cst.Subscript):
+        return analysis.code_of(read) == analysis.code_of(target)
+    if (
+        isinstance(read, cst.Call)
+        and isinstance(read.func, cst.Attribute)
+        and read.func.attr.value == "get"
+        and len(read.args) == 2
+        and not any(arg.keyword for arg in read.args)
+        and len(target.slice) == 1
+    ):
+        same_dict = analysis.code_of(read.func.value) == analysis.code_of(target.value)
+        index = target.slice[0].slice
+        same_key = isinstance(index, cst.Index) and (
+            analysis.code_of(read.args[0].value) == analysis.code_of(index.value)
+        )
+        return same_dict and same_key
+    return False
 
 
 def _call_accumulations(
@@ -144,23 +187,74 @@ def _call_accumulations(
                 stores_reference=True,
                 owner_class=receiver.cls,
                 owner_attribute=attribute,
+                owner_parameter=param.name,
             )
 
 
 def _attribute_accumulating(
     analysis: FileAnalysis, method: cst.FunctionDef, param: str
 ) -> str | None:
-    """The `self` attribute into which `method` adds its parameter `param`, if any."""
-    for occurrence in analysis.occurrences(param, method):
-        node: cst.CSTNode = occurrence
-        parent = analysis.parent(node)
-        while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
-            node, parent = parent, analysis.parent(parent)
-        if isinstance(parent, cst.AugAssign) and parent.value is node:
-            key = target_key(parent.target)
-            if key and key.startswith("self."):
-                return key[5:]
+    """The `self` attribute into which `method` adds or appends its parameter `param` as it
+    was passed: a meter's `self.sum += val * n`, a logger's `self.values[name].append(value)`.
+    None when the method rebinds the parameter first (`value = value.item()`): what it keeps
+    is then not what the caller passed."""
+    occurrences = analysis.occurrences(param, method)
+    if not all(analysis.is_load(occurrence) for occurrence in occurrences):
+        return None
+    for occurrence in occurrences:
+        attribute = _self_attribute_storing(analysis, occurrence)
+        if attribute is not None and not _tested_before(analysis, occurrence, param, method):
+            return attribute
     return None
+
+
+def _tested_before(
+    analysis: FileAnalysis, occurrence: cst.Name, param: str, method: cst.FunctionDef
+) -> bool:
+    """Whether `occurrence` runs under a test of `param` (`if torch.is_tensor(value): ...
+    .append(value.item()) else: .append(value)`): a tensor may then take another branch."""
+    node: cst.CSTNode | None = analysis.parent(occurrence)
+    while node is not None and node is not method:
+        if isinstance(node, (cst.If, cst.While, cst.IfExp)) and any(
+            isinstance(inner, cst.Name) and inner.value == param
+            for inner in analysis.descendants(node.test)
+        ):
+            return True
+        node = analysis.parent(node)
+    return False
+
+
+def _self_attribute_storing(analysis: FileAnalysis, occurrence: cst.Name) -> str | None:
+    """The `self` attribute that keeps `occurrence` (through arithmetic on it): `self.x +=`,
+    `self.x[k] = self.x.get(k, 0) + ...`, `self.x.append(...)`, `self.x[k].append(...)`,
+    `self.x.setdefault(k, []).append(...)`."""
+    node: cst.CSTNode = occurrence
+    parent = analysis.parent(node)
+    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+        node, parent = parent, analysis.parent(parent)
+    store: cst.BaseExpression | None = None
+    if isinstance(parent, cst.AugAssign) and isinstance(parent.operator, cst.AddAssign):
+        store = parent.target if parent.value is node else None
+    elif isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if (
+            isinstance(node, cst.BinaryOperation)
+            and isinstance(node.operator, cst.Add)
+            and isinstance(target, cst.Subscript)
+            and any(_reads_accumulator(analysis, target, side) for side in (node.left, node.right))
+        ):
+            store = target
+    elif isinstance(parent, cst.Arg) and parent.value is node:
+        call = analysis.parent(parent)
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "append"
+            and call.args[0] is parent
+        ):
+            store = through_setdefault(call.func.value)
+    key = target_key(_container(store)) if store is not None else None
+    return key[5:] if key is not None and key.startswith("self.") else None
 
 
 # -- when it is safe ------------------------------------------------------------------------
@@ -191,17 +285,21 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
         and all(analysis.value_of(atom).scalar for atom in atoms)
     )
     method = "item" if to_number else "detach"
-    accumulator = analysis.code_of(accumulation.accumulator)
-    if accumulation.owner_class is not None:
-        accumulator = f"{accumulator}.{accumulation.owner_attribute}"
-    across = "loop iterations" if analysis.enclosing_loops(statement) else "calls"
+    accumulator = f"`{analysis.code_of(accumulation.accumulator)}`"
     operand_code = analysis.code_of(accumulation.operand)
+    verb = "Accumulate"
+    if accumulation.owner_class is not None:
+        call = analysis.code_of(accumulation.statement, limit=60)
+        receiver = analysis.code_of(accumulation.accumulator)
+        accumulator = f"`{receiver}.{accumulation.owner_attribute}` (through `{call}`)"
+        verb = "Pass"
+    across = "loop iterations" if analysis.enclosing_loops(statement) else "calls"
     why = operand.evidence or "it is computed from graph-attached values"
     attached = "is graph-attached" if operand.grad is Grad.ATTACHED else "may be graph-attached"
     message = (
-        f"`{accumulator}` accumulates `{operand_code}` across {across}, and "
+        f"{accumulator} accumulates `{operand_code}` across {across}, and "
         f"`{operand_code}` {attached} ({why}): every iteration's autograd graph stays "
-        f"alive. Accumulate `{analysis.code_of(atoms[0]) if atoms else operand_code}.{method}()`"
+        f"alive. {verb} `{analysis.code_of(atoms[0]) if atoms else operand_code}.{method}()`"
         " instead."
     )
     if not atoms:
@@ -240,6 +338,8 @@ def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value
     """What the accumulator held before it started accumulating, or None when it does not
     outlive the iteration (it is re-initialised in the loop before being added to)."""
     if accumulation.owner_class is not None:
+        if _fresh_each_iteration(analysis, accumulation):
+            return None
         return analysis.class_attribute_inits(
             accumulation.owner_class, accumulation.owner_attribute or ""
         ) or Value(Grad.FREE, Kind.UNKNOWN)
@@ -263,6 +363,16 @@ def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value
     return None
 
 
+def _fresh_each_iteration(analysis: FileAnalysis, accumulation: _Accumulation) -> bool:
+    """Whether a meter or logger object is made anew in its loop before the call
+    (`log = StepLog()` ... `log.add(loss)`): what it keeps dies with the iteration."""
+    key = target_key(_container(accumulation.accumulator))
+    loops = analysis.enclosing_loops(accumulation.statement)
+    if key is None or key.startswith("self.") or not loops:
+        return False
+    return _rebound_before(analysis, loops[0], key, accumulation.statement)
+
+
 def _rebound_before(
     analysis: FileAnalysis, loop: cst.For | cst.While, key: str, statement: cst.CSTNode
 ) -> bool:
@@ -283,7 +393,12 @@ def _rebound_before(
 def _uses(analysis: FileAnalysis, accumulation: _Accumulation) -> set[Use]:
     if accumulation.owner_class is not None:
         owner, attribute = accumulation.owner_class, accumulation.owner_attribute or ""
-        return follow_self_attribute(analysis, owner, attribute).uses
+        uses = follow_self_attribute(analysis, owner, attribute).uses
+        if accumulation.owner_parameter is not None:
+            # What the method itself does with what it is given (`value.item()` there needs
+            # a tensor; `value.backward()` differentiates it).
+            uses |= follow_target(analysis, accumulation.owner_parameter).uses
+        return uses
     return follow_target(analysis, _container(accumulation.accumulator)).uses
 
 

@@ -16,9 +16,12 @@ loop body, directly or through the file's own functions and methods the body cal
 in a loop that does). A loop inside a `forward` / `__call__`, or any loop without such a step
 (blocks, pyramid levels, decoding steps, message passing, a helper whose result its caller
 trains on) carries graphs on purpose and is never a finding. A kept container is a finding only
-in a training loop or an evaluation loop over batches (a loader, `tqdm(...)`, or any `for` loop
-of a function or script that also trains), never in a forward, and not when it is
-differentiated after the loop.
+in a training loop or an evaluation loop over batches (a loader, `tqdm(...)`, any `for` loop
+of a function or script that also trains, or a loop of an evaluation method over the data it
+is given: `def predict(self, graphs): ... for g in graphs:`, a method named for inference or
+evaluation or calling `.eval()`, reaching no training step), never in a forward, and not when
+it is differentiated after the loop. (Kept losses and scalars are GF001's, so one store is
+never reported by both rules.)
 
 Safe when the carried value either reaches a backward inside the loop (the next backward then
 walks a graph whose buffers are freed: "Trying to backward through the graph a second time"),
@@ -56,7 +59,7 @@ from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.flows import Use, follow_expression, follow_target
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.training import in_forward, iterates_batches
+from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
 from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
@@ -91,8 +94,10 @@ class CarriedTensor(Rule):
         "levels, decoding or message-passing steps, a helper returning its result to the "
         "caller that trains on it), is one forward computation: it carries graphs on purpose "
         "and gradfix leaves it alone. A kept list is a finding only when a training loop, or "
-        "an evaluation loop over batches, fills it and nothing differentiates it afterwards; a "
-        "list emptied each step (`temp.clear()`, `temp = []`) is one only when the emptying "
+        "an evaluation loop over batches (or over the data an evaluation method such as "
+        "`predict(self, graphs)` is given), fills it and nothing differentiates it "
+        "afterwards (returned to callers outside the file, the fix is unsafe); a list "
+        "emptied each step (`temp.clear()`, `temp = []`) is one only when the emptying "
         "comes after a step's reads and before its append (`h0 = temp[0]; temp.clear(); ...; "
         "temp.append(h)`), so the appended value reaches the next step.\n\n"
         "gradfix adds `.detach()` where the value is carried: on the stored value when nothing "
@@ -1049,16 +1054,36 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
 
 def _evaluation_loop(analysis: FileAnalysis, loop: Loop) -> bool:
     """A loop over batches with no step of its own: `for ... in <a data loader, tqdm(...)>`,
-    or any `for` loop in training code (a function or script that also trains), such as a
-    validation pass between epochs."""
+    any `for` loop in training code (a function or script that also trains), such as a
+    validation pass between epochs, or a loop of an evaluation method over the data it is
+    given (`def predict(self, graphs): ... for g in graphs:`)."""
     if not isinstance(loop, cst.For):
         return False
     if iterates_batches(analysis, loop):
         return True
     scope = analysis.scope_of(loop)
     if isinstance(scope, cst.FunctionDef):
-        return analysis.training.function_reaches_step(scope)
+        return analysis.training.function_reaches_step(scope) or (
+            _iterates_parameter(loop, scope) and is_evaluation_function(analysis, scope)
+        )
     return any(analysis.scope_of(call) is scope for call in analysis.backward_calls)
+
+
+def _iterates_parameter(loop: cst.For, function: cst.FunctionDef) -> bool:
+    """`for x in data`, `for i, x in enumerate(data)`, where `data` is a parameter of
+    `function` (not `range(steps)`: decoding steps are one computation)."""
+    iterable = loop.iter
+    if (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value in ("enumerate", "zip")
+        and iterable.args
+    ):
+        iterable = iterable.args[0].value
+    params = [*function.params.posonly_params, *function.params.params]
+    return isinstance(iterable, cst.Name) and any(
+        param.name.value == iterable.value for param in params
+    )
 
 
 def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
