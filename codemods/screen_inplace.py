@@ -56,6 +56,18 @@ _DISPLAYS = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
 _SAVING_KEYS = frozenset(
     key.split("[")[0] for key in saved_ops.op_keys() if saved_ops.saves_anything(key)
 )
+_OUTPUT_SAVING_KEYS = frozenset(
+    name
+    for key in saved_ops.op_keys()
+    if any(any(saving.outputs) for saving in saved_ops.op_saving(key).patterns.values())  # type: ignore[union-attr]
+    for name in (key, key.split("[")[0])
+)
+# Operators by their exact call shape (`operator.mul[scalar]` for `x * 2`), which save an input.
+_INPUT_SAVING_KEYS = frozenset(
+    key
+    for key in saved_ops.op_keys()
+    if any(any(saving.inputs) for saving in saved_ops.op_saving(key).patterns.values())  # type: ignore[union-attr]
+)
 _CONTAINER_MODULES = frozenset(
     {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
 )
@@ -80,6 +92,7 @@ _BINDING_NODES = (
 )
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_Env = dict[str, str]  # a name -> its version where a statement runs
 _Scope = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
@@ -129,7 +142,8 @@ class _Scan:
         self.statement: dict[ast.AST, ast.stmt] = {}
         self.in_loop: set[ast.AST] = set()
         self.inner: list[_Scan] = []
-        self.classes: tuple[_Classes, dict[str, set[str]], set[str]] | None = None
+        self.body: list[ast.stmt] = []
+        self.flow: _Flow | None = None
 
 
 class _Survey:
@@ -145,6 +159,7 @@ class _Survey:
     def _scope(self, scope: _Scope, outer: _Scan | None, functions: list[set[str]]) -> _Scan:
         scan = _Scan(scope, outer)
         body = [ast.Expr(scope.body)] if isinstance(scope, ast.Lambda) else scope.body
+        scan.body = body
         for statement in body:
             self._visit(statement, statement, False, scan, functions)
         return scan
@@ -220,6 +235,9 @@ class _InplaceScreen:
         # Names and attributes bound (anywhere) to a module whose call may save: one of the
         # table's, a container of layers, or a class of the file (followed into `forward`).
         self.saving_modules: set[str] = set()
+        # Of those, the ones that may save their output (`nn.Sigmoid()`, `nn.ReLU()`, a class
+        # or container of the file).
+        self.output_modules: set[str] = set()
         # Of those, the ones only ever bound to a layer of torch's, whose output is new storage.
         self.torch_layers: set[str] = set()
         other_modules: set[str] = set()
@@ -229,6 +247,8 @@ class _InplaceScreen:
                 identifiers = {_identifier(target) for target in targets}
                 if isinstance(value, ast.Call) and self._builds_saving_module(value):
                     self.saving_modules |= identifiers
+                    if self._builds_output_saving_module(value):
+                        self.output_modules |= identifiers
                 if isinstance(value, ast.Call) and self._builds_torch_layer(value):
                     self.torch_layers |= identifiers
                 else:
@@ -256,10 +276,10 @@ class _InplaceScreen:
         grad_off = isinstance(scope, _FUNCTIONS) and self._grad_disabled(scope)
         writes = [] if grad_off else list(self._writes(scan))
         if writes:
-            classes, groups, _ = self._classes(scan)
-            ops = [(node, self._op_names(node, scan)) for node in scan.nodes if self._saves(node)]
+            flow = self._flow(scan)
+            ops = [(op, self._op_names(op, scan, flow)) for op in scan.nodes if self._saves(op)]
             for call, target, line in writes:
-                written = self._written(target, classes, groups)
+                written = self._written(target, flow, flow.before[scan.statement[call]])
                 if written is None or _LEAF in written:
                     return True
                 in_loop = call in scan.in_loop
@@ -270,45 +290,21 @@ class _InplaceScreen:
                         return True
         return any(self._scope_may_break(inner) for inner in scan.inner)
 
-    def _classes(self, scan: _Scan) -> tuple[_Classes, dict[str, set[str]], set[str]]:
-        """The scope's classes (computed once), their groups, and the names it binds."""
-        if scan.classes is not None:
-            return scan.classes
-        classes = _Classes()
-        bound: set[str] = set()
-        for node in scan.nodes:
-            for targets, value in _bindings(node):
-                keys = {key for target in targets for key in self._target_names(target)}
-                bound |= {key for key in keys if key[:5] != "self."}
-                classes.union(keys | self.aliases(value))
-        for key in list(classes.parent):
-            if key[:5] == "self.":
-                classes.union(self.attribute_groups.get(key, set()) | {key})
-            elif key not in bound:
-                # A name this scope only reads lives in an enclosing one (a closure, a global).
-                outer = scan.outer
-                while outer is not None:
-                    outer_classes, outer_groups, outer_bound = self._classes(outer)
-                    if key in outer_bound:
-                        classes.union(outer_groups[outer_classes.find(key)] | {key})
-                    outer = outer.outer
-        scan.classes = (classes, classes.groups(), bound)
-        return scan.classes
+    def _flow(self, scan: _Scan) -> _Flow:
+        """The scope's versions of its names and their classes (computed once)."""
+        if scan.flow is None:
+            scan.flow = _Flow(self, scan)
+        return scan.flow
 
-    def _written(
-        self, target: ast.expr, classes: _Classes, groups: dict[str, set[str]]
-    ) -> set[str] | None:
+    def _written(self, target: ast.expr, flow: _Flow, env: _Env) -> set[str] | None:
         """The class of the written tensor; None when the screen cannot tell."""
-        keys = self.aliases(target)
+        keys = self.aliases(target, env)
         if not keys:
             # `w.data[i] = v`, `p.grad.zero_()`: storage without history, which no op saved.
             # An op in the written expression (`x.sigmoid().mul_(2)`) may have saved it.
             ops = any(self._saves(node) for node in ast.walk(target))
             return None if ops else set()
-        written: set[str] = set()
-        for key in keys:
-            written |= groups.get(classes.find(key), {key})
-        return written
+        return flow.members(keys)
 
     def _grad_disabled(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         for decorator in function.decorator_list:
@@ -372,8 +368,8 @@ class _InplaceScreen:
         """Whether the node may be an op that saves a tensor (`_Checker._input_savers`,
         `_output_saver`): a saving op of the table, or a call provenance follows into."""
         if isinstance(node, ast.BinOp):
-            name = _OPERATOR_NAMES.get(type(node.op))
-            return name is not None and f"operator.{name}" in _SAVING_KEYS
+            key = _operator_key(node)
+            return key in _INPUT_SAVING_KEYS or key in _OUTPUT_SAVING_KEYS
         if not isinstance(node, ast.Call):
             return False
         func = node.func
@@ -406,6 +402,12 @@ class _InplaceScreen:
             return None
         return qualified in _SAVING_KEYS or qualified in _CONTAINER_MODULES
 
+    def _builds_output_saving_module(self, call: ast.Call) -> bool:
+        qualified = _qualified(call.func, self.imports)
+        if qualified is None or qualified in _CONTAINER_MODULES:
+            return True  # a class of the file, a container of layers
+        return qualified in _OUTPUT_SAVING_KEYS
+
     def _builds_torch_layer(self, call: ast.Call) -> bool:
         """`nn.Linear(...)`: a layer of the table, not a view (`nn.Identity`), not built in
         place."""
@@ -419,20 +421,18 @@ class _InplaceScreen:
         return op is not None and op.view_of_input is None and not in_place
 
     # -- names ------------------------------------------------------------------------------
-    def _target_names(self, target: ast.expr) -> set[str]:
-        """The names a binding target binds (or, for `a[i] = v` and `a.x = v`, stores into)."""
-        return self.aliases(target)
-
-    def aliases(self, expression: ast.AST) -> set[str]:
-        """The names and `self.x` keys whose storage the expression's value may share (as
-        provenance follows it), with `<leaf>` when it may be a graph leaf."""
+    def aliases(self, expression: ast.AST, env: _Env | None = None) -> set[str]:
+        """The names (their versions in `env`) and `self.x` keys whose storage the
+        expression's value may share (as provenance follows it), with `<leaf>` when it may be
+        a graph leaf."""
+        env = env or {}
         names: set[str] = set()
         stack: list[ast.AST] = [expression]
         while stack:
             node = stack.pop()
             if isinstance(node, ast.Name):
                 if node.id != "self" and node.id not in self.imports:
-                    names.add(node.id)
+                    names.add(env.get(node.id, node.id))
             elif isinstance(node, ast.Attribute):
                 if node.attr in FREE_ATTRIBUTES:
                     continue  # `w.data`, `x.shape`: no history, storage of its own
@@ -505,27 +505,215 @@ class _InplaceScreen:
             return []
         return [func, *arguments]  # `self.layers[i](x)`, `f()(x)`
 
-    def _op_names(self, op: ast.AST, scan: _Scan) -> set[str]:
-        """What an op reads (its inputs' aliases) and what its result is bound to."""
+    def _op_names(self, op: ast.AST, scan: _Scan, flow: _Flow) -> set[str]:
+        """What an op reads (its inputs' aliases), and what its result is bound to when it
+        may save its output."""
+        statement = scan.statement[op]
+        env = flow.before[statement]
         if isinstance(op, ast.Call):
             inputs: list[ast.AST] = list(op.args)
             if isinstance(op.func, ast.Attribute):
                 inputs.append(op.func.value)
-            names = set().union(*map(self.aliases, inputs)) if inputs else set()
+            names = set().union(*(self.aliases(i, env) for i in inputs)) if inputs else set()
             key = _self_key(op.func)
             if key is not None:
                 names.add(key)  # `self.embed()`: a module's parameters, without an argument
         elif isinstance(op, ast.BinOp):
-            names = self.aliases(op.left) | self.aliases(op.right)
+            names = set()
+            if _operator_key(op) in _INPUT_SAVING_KEYS:
+                names = self.aliases(op.left, env) | self.aliases(op.right, env)
         else:
-            names = self.aliases(op.operand)  # type: ignore[attr-defined]
-        # Its result bound to a name (not stored into `out[i] = ...`, which copies it).
-        statement = scan.statement[op]
-        for targets, _ in _bindings(statement):
-            for target in targets:
-                if not isinstance(target, (ast.Subscript, ast.Attribute)) or _self_key(target):
-                    names |= self._target_names(target)
+            names = self.aliases(op.operand, env)  # type: ignore[attr-defined]
+        if self._saves_output(op):
+            names |= flow.bound_by.get(statement, set())
         return names
+
+    def _saves_output(self, op: ast.AST) -> bool:
+        """Whether the op may save its own output (sigmoid, exp, softmax, an in-place ReLU
+        layer), or is a call provenance follows into."""
+        if isinstance(op, ast.BinOp):
+            return _operator_key(op) in _OUTPUT_SAVING_KEYS
+        if not isinstance(op, ast.Call):
+            return False
+        func = op.func
+        qualified = _qualified(func, self.imports)
+        if qualified is not None and qualified.startswith("torch."):
+            return qualified in _OUTPUT_SAVING_KEYS
+        if isinstance(func, ast.Name):
+            return func.id in self.function_names or func.id in self.output_modules
+        if isinstance(func, ast.Attribute):
+            return (
+                f"Tensor.{func.attr}" in _OUTPUT_SAVING_KEYS
+                or func.attr in self.function_names
+                or func.attr in self.output_modules
+                or func.attr == "forward"
+            )
+        if isinstance(func, ast.Subscript):
+            return _identifier(func.value) in self.output_modules
+        return True
+
+
+class _Flow:
+    """A scope's names, versioned where they are bound (as reaching bindings tell them
+    apart), with the classes of versions and `self.x` keys that may share storage."""
+
+    def __init__(self, screen: _InplaceScreen, scan: _Scan) -> None:
+        self.screen = screen
+        self.classes = _Classes()
+        self.before: dict[ast.AST, _Env] = {}  # the versions each statement reads
+        self.bound_by: dict[ast.AST, set[str]] = {}  # the versions a statement binds
+        self.versions: dict[str, set[str]] = {}  # name -> its versions
+        self._count = 0
+        self._run(scan.body, {})
+        for key in list(self.classes.parent):
+            if key[:5] == "self.":
+                self.classes.union(screen.attribute_groups.get(key, set()) | {key})
+            elif key not in self.versions and "@" not in key:
+                # A name this scope never binds lives in an enclosing one (a closure, a global).
+                outer = scan.outer
+                while outer is not None:
+                    outer_flow = screen._flow(outer)
+                    if key in outer_flow.versions:
+                        self.classes.union(outer_flow.members(outer_flow.versions[key]) | {key})
+                    outer = outer.outer
+        self.groups = self.classes.groups()
+
+    def members(self, keys: set[str]) -> set[str]:
+        members: set[str] = set()
+        for key in keys:
+            members |= self.groups.get(self.classes.find(key), {key})
+        return members
+
+    # -- versions -----------------------------------------------------------------------
+    def _new(self, name: str, joined: set[str]) -> str:
+        self._count += 1
+        version = f"{name}@{self._count}"
+        self.versions.setdefault(name, set()).add(version)
+        self.classes.union({version} | joined)
+        return version
+
+    def _bind(self, statement: ast.AST, target: ast.AST, value: set[str], env: _Env) -> None:
+        """Bind `target` (in place in `env`) to a value aliasing `value`."""
+        bound = self.bound_by.setdefault(statement, set())
+        if isinstance(target, ast.Name):
+            env[target.id] = version = self._new(target.id, value)
+            bound.add(version)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._bind(statement, element, value, env)
+        elif isinstance(target, ast.Starred):
+            self._bind(statement, target.value, value, env)
+        else:
+            # `self.x = v`, `a[i] = v`, `a.b = v`: stored into what the target names.
+            stored = self.screen.aliases(target, env)
+            self.classes.union(stored | value)
+            bound |= {key for key in stored if key[:5] == "self."}
+
+    def _run(self, body: list[ast.stmt], env: _Env) -> _Env:
+        for statement in body:
+            env = self._statement(statement, env)
+        return env
+
+    def _statement(self, node: ast.stmt, env: _Env) -> _Env:
+        aliases = self.screen.aliases
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar)):
+            return self._loop(node, env)
+        self.before[node] = env
+        env = dict(env)
+        if isinstance(node, ast.If):
+            return self._merge([self._run(node.body, env), self._run(node.orelse, env)])
+        if isinstance(node, ast.Match):
+            branches = [self._run(case.body, self._case(node, case, env)) for case in node.cases]
+            return self._merge([*branches, env])
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    self._bind(node, item.optional_vars, aliases(item.context_expr, env), env)
+            return self._run(node.body, env)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self._bind(node, ast.Name(node.name), set(), env)
+            return env
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                self._bind(node, ast.Name(alias.asname or alias.name.split(".")[0]), set(), env)
+            return env
+        before = self.before[node]
+        for inner in ast.walk(node):  # `:=` and comprehension targets, by name
+            if isinstance(inner, ast.NamedExpr):
+                self.classes.union(aliases(inner.target, before) | aliases(inner.value, before))
+            elif isinstance(inner, ast.comprehension):
+                self.classes.union(aliases(inner.target, before) | aliases(inner.iter, before))
+        if isinstance(node, ast.Assign):
+            value = aliases(node.value, before)
+            for target in node.targets:
+                self._bind(node, target, value, env)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self._bind(node, node.target, aliases(node.value, before), env)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.value, _DISPLAYS):
+            # `xs += [x]` extends in place; `h += r` keeps `h`'s own storage either way.
+            self.classes.union(aliases(node.target, before) | aliases(node.value, before))
+        return env
+
+    def _case(self, node: ast.Match, case: ast.match_case, env: _Env) -> _Env:
+        env = dict(env)
+        subject = self.screen.aliases(node.subject, env)
+        for pattern in ast.walk(case.pattern):
+            name = getattr(pattern, "name", None) or getattr(pattern, "rest", None)
+            if name:
+                self._bind(node, ast.Name(name), subject, env)
+        return env
+
+    def _loop(self, node: ast.stmt, env: _Env) -> _Env:
+        """A loop (or a `try`, whose handlers may start anywhere in its body): every name it
+        binds has one version for the whole statement, joined with the one before it."""
+        entry = dict(env)
+        for name in sorted(_bound_names(node)):
+            entry[name] = self._new(name, {env[name]} if name in env else set())
+        self.before[node] = entry if isinstance(node, (ast.While, ast.Try, ast.TryStar)) else env
+        inside = dict(entry)
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            self._bind(node, node.target, self.screen.aliases(node.iter, env), inside)
+        parts: list[list[ast.stmt]] = [node.body]
+        if isinstance(node, (ast.Try, ast.TryStar)):
+            parts += [handler.body for handler in node.handlers] + [node.finalbody]
+        parts.append(node.orelse)
+        for part in parts:
+            inside = self._run(part, inside)
+        for name, version in inside.items():
+            if name in entry and version != entry[name]:
+                self.classes.union({version, entry[name]})
+        return entry
+
+    def _merge(self, branches: list[_Env]) -> _Env:
+        merged: _Env = {}
+        for name in {name for branch in branches for name in branch}:
+            versions = {branch[name] for branch in branches if name in branch}
+            if len(versions) == 1:
+                merged[name] = versions.pop()
+            else:
+                merged[name] = self._new(name, versions)
+        return merged
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    """The names a compound statement binds anywhere in its body (not in nested scopes)."""
+    names: set[str] = set()
+    stack: list[ast.AST] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Name) and isinstance(current.ctx, ast.Store):
+            names.add(current.id)
+        elif isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(current.name)
+            continue
+        elif isinstance(current, ast.Lambda):
+            continue
+        elif isinstance(current, ast.alias):
+            names.add(current.asname or current.name.split(".")[0])
+        elif isinstance(current, ast.ExceptHandler) and current.name:
+            names.add(current.name)
+        stack.extend(ast.iter_child_nodes(current))
+    return names
 
 
 def _bindings(node: ast.AST) -> Iterator[tuple[list[ast.expr], ast.AST]]:
@@ -542,6 +730,25 @@ def _bindings(node: ast.AST) -> Iterator[tuple[list[ast.expr], ast.AST]]:
         yield [node.optional_vars], node.context_expr
     elif isinstance(node, ast.NamedExpr):
         yield [node.target], node.value
+
+
+def _operator_key(operation: ast.BinOp) -> str | None:
+    """The op table's key for an operator (`provenance._table_key`): `operator.mul[scalar]`
+    for `x * 2`, `[rscalar]` for `2 * x`; None for an operator the table does not know."""
+    name = _OPERATOR_NAMES.get(type(operation.op))
+    if name is None:
+        return None
+    key = f"operator.{name}"
+    for side, suffix in ((operation.right, "[scalar]"), (operation.left, "[rscalar]")):
+        if _is_number(side) and saved_ops.op_saving(key + suffix) is not None:
+            return key + suffix
+    return key
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _makes_leaf(call: ast.Call) -> bool:
