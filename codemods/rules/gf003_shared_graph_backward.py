@@ -17,6 +17,12 @@ branch, a call it cannot see into) are reported, never rewritten. So is an `opti
 the error into the in-place error (pytorch/pytorch#39141); the step belongs after the last
 backward. Earlier calls with `retain_graph` or `create_graph` already given are left alone.
 
+A GAN discriminator loss on the generator's undetached output is rewritten to read
+`fake.detach()` instead, when that provably gives the same update (`_detach_instead`): the
+first loss reaches the shared graph only through reads of one named value, the modules behind
+it are zeroed (`zero_grad()` in the same block) between the two calls, and nothing steps them or
+reads their gradients before that.
+
 Rewrites every call but the last over the shared graph with `retain_graph=True` appended to its
 arguments (layout kept); in a loop, `retain_graph=i < len(losses) - 1` (with an index from
 `enumerate` or `range`) or `retain_graph=loss is not losses[-1]` (a loop over a list of tensors
@@ -49,6 +55,7 @@ from codemods.analysis.provenance import (
 from codemods.analysis.training import is_optimizer_step
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
+from codemods.rules.edits import method_call
 
 # `x.backward(`, `torch.autograd.backward(`, `torch.autograd.grad(`, `grad(` once imported.
 _BACKWARD_TEXT = re.compile(r"\.backward\(|\bgrad\(")
@@ -61,6 +68,8 @@ _MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "c
 # Between two backward calls, these mean something reads or resets gradients: one backward
 # of the sum would not be equivalent.
 _GRADIENT_ATTRIBUTES = frozenset({"grad", "zero_grad", "step", "backward"})
+# Origins whose make-up gradfix cannot see.
+_OPAQUE = frozenset({OriginKind.UNKNOWN, OriginKind.CARRIED})
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,15 @@ class _Sharing:
     why_unsure: str = ""
 
 
+@dataclass
+class _Detach:
+    """Detaching instead of retaining: the reads of the first loss to detach, and the
+    `zero_grad()` that proves the gradients they carried are never used."""
+
+    reads: list[cst.Name]
+    zero_grad: cst.Call
+
+
 class SharedGraphBackward(Rule):
     code = "GF003"
     name = "shared-graph-backward"
@@ -128,6 +146,12 @@ class SharedGraphBackward(Rule):
         "len(losses) - 1`, `retain_graph=loss is not losses[-1]`). When nothing runs between "
         "the calls, `(loss_a + loss_b).backward()` gives the same gradients in one cheaper "
         "pass: retaining keeps every saved buffer alive until the graph is dropped.\n\n"
+        "A GAN discriminator loss built on the generator's output (`D(fake)`) is fixed with "
+        "`D(fake.detach())` instead, when the code proves the update is the same: that loss "
+        "reaches the generator only through `fake`, and `opt_g.zero_grad()` (or "
+        "`G.zero_grad()`) clears the generator's gradients after its backward and before the "
+        "generator's, with no step or read of them in between. Otherwise the generator's "
+        "update uses what the discriminator loss left in it, and the graph is retained.\n\n"
         "Reported, not rewritten: an `optimizer.step()`, `scaler.step()` or in-place parameter "
         "update between the calls (retaining would turn the error into 'modified by an "
         "inplace operation', pytorch/pytorch#39141: move the step after the last backward), "
@@ -426,11 +450,194 @@ class _Checker:
                 return False
         return True
 
+    # -- detaching instead of retaining ------------------------------------------------------
+    def _detach_instead(self, site: _Site, partner: _Site) -> _Detach | None:
+        """The reads to detach in `site`'s loss when that is proven to give the same update
+        as retaining the graph: `site`'s loss reaches the shared graph only through one named
+        value (the generator's output), the modules behind that value have their gradients
+        zeroed after `site` and before `partner`, and nothing reads or steps them in between.
+        Then the gradients `site` leaves there are never used, and every other gradient is the
+        same (`.detach()` changes no value)."""
+        if site.form != "backward" or partner.form != "backward" or site.call.args:
+            return None
+        block = _block_of(self.analysis, site.statement)
+        if block is None or _block_of(self.analysis, partner.statement) is not block:
+            return None
+        first, second = self._roots(site), self._roots(partner)
+        later_graph = _graph(second, False)
+        for cut in self._closest_first(list(_graph(first, False) & later_graph)):
+            binding = self.provenance.binding_of(cut)
+            if binding is None or binding.kind is not BindingKind.ASSIGN:
+                continue
+            consumers = _consumers_apart_from(first, cut, later_graph)
+            if consumers is None:
+                return None
+            reads = self._reads_feeding(binding.key, cut, binding.statement, site, consumers)
+            modules = self._modules_behind(cut)
+            if not reads or not modules:
+                return None
+            zero_grad = self._zero_grad_between(site, partner, modules)
+            if zero_grad is None:
+                return None
+            return _Detach(reads, zero_grad)
+        return None
+
+    def _reads_feeding(
+        self,
+        key: str,
+        cut: Origin,
+        bound: cst.CSTNode,
+        site: _Site,
+        consumers: set[Origin],
+    ) -> list[cst.Name]:
+        """The reads of `key` (bound to `cut`) between its binding and `site` through which
+        every one of `consumers` takes it; empty when some consumer takes it otherwise."""
+        if "." in key:
+            return []
+        start, end = self.analysis.index.start, self.analysis.index.end
+        expected = {consumer.expression for consumer in consumers}
+        reads: list[cst.Name] = []
+        fed: set[cst.CSTNode] = set()
+        for read in self.analysis.occurrences(key, self.analysis.scope_of(site.call)):
+            if not (end[bound] <= start[read] < start[site.statement]):
+                continue
+            if not _is_read(self.analysis, read) or self.provenance.of(read) is not cut:
+                continue
+            taker = self._taker(read)
+            if taker in expected:
+                reads.append(read)
+                fed.add(taker)
+        return reads if fed == expected else []
+
+    def _taker(self, read: cst.Name) -> cst.CSTNode | None:
+        """The expression that takes `read` as an operand (`D(fake)` for `fake`)."""
+        current = self.analysis.parent(read)
+        while current is not None and not isinstance(current, cst.BaseExpression):
+            if isinstance(current, cst.BaseStatement):
+                return None
+            current = self.analysis.parent(current)
+        return current
+
+    def _modules_behind(self, value: Origin) -> set[cst.Call]:
+        """The constructors of the modules whose parameters `value`'s graph reaches; empty
+        when some part of it is a leaf or a call gradfix cannot place."""
+        modules: set[cst.Call] = set()
+        for origin, certain in walk(value):
+            if not certain or not origin.followed or origin.kind in _OPAQUE:
+                return set()
+            if origin.kind is OriginKind.LEAF or (
+                origin.kind is OriginKind.FORWARD and origin.module
+            ):
+                call = origin.site
+                constructor = (
+                    self.provenance.module_constructor(call.func)
+                    if isinstance(call, cst.Call) and _names_one_module(call.func)
+                    else None
+                )
+                if constructor is None:
+                    return set()
+                modules.add(constructor)
+        return modules
+
+    def _zero_grad_between(
+        self, site: _Site, partner: _Site, modules: set[cst.Call]
+    ) -> cst.Call | None:
+        """The `zero_grad()` in `site`'s block, between it and `partner`, that clears the
+        gradients of all `modules`, when nothing before it reads or steps them."""
+        for node in self._nodes_between(site.statement, partner.statement):
+            if isinstance(node, cst.Attribute) and node.attr.value == "grad":
+                return None
+            if not isinstance(node, cst.Call):
+                continue
+            if _method(node) == "zero_grad" and modules <= self._cleared_by(node):
+                block = _block_of(self.analysis, node)
+                return node if block is _block_of(self.analysis, site.statement) else None
+            if not self._leaves_gradients_of(node, modules):
+                return None
+        return None
+
+    def _cleared_by(self, zero_grad: cst.Call) -> set[cst.Call]:
+        """The modules `module.zero_grad()` or `optimizer.zero_grad()` clears."""
+        receiver = zero_grad.func.value  # type: ignore[attr-defined]
+        constructor = self.provenance.module_constructor(receiver)
+        if constructor is None:
+            return set()
+        if (self.analysis.qualified_name(constructor.func) or "").startswith("torch.optim."):
+            return self._stepped_modules(constructor)
+        return {constructor}
+
+    def _stepped_modules(self, optimizer: cst.Call) -> set[cst.Call]:
+        """The constructors of the modules whose `.parameters()` `optimizer` is given."""
+        owners = [
+            self.provenance.module_constructor(owner) for owner in _parameter_owners(optimizer)
+        ]
+        return set() if None in owners else set(owners)  # type: ignore[arg-type]
+
+    def _leaves_gradients_of(self, call: cst.Call, modules: set[cst.Call]) -> bool:
+        """Whether `call` neither reads nor changes the gradients of `modules`: not a
+        backward, not a step of an optimizer that may hold their parameters, not a call
+        given one of them (`clip_grad_norm_(G.parameters())`), not a function of the file."""
+        method = _method(call)
+        if method == "backward" or self.analysis.qualified_name(call.func) in _FORMS:
+            return False
+        if method == "step" and _updates_parameters(self.analysis, self.provenance, call):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            optimizers = [receiver, *(arg.value for arg in call.args)]
+            for optimizer in optimizers:
+                constructor = self.provenance.module_constructor(optimizer)
+                stepped = self._stepped_modules(constructor) if constructor else set()
+                if optimizer is receiver and not stepped and call.args:
+                    continue  # `scaler.step(opt)`: the optimizer is the argument
+                if not stepped or self._overlap(stepped, modules):
+                    return False
+            return True
+        if self.analysis.function_named(self.analysis.value_of(call.func)) is not None:
+            return False
+        for owner in _parameter_owners(call):
+            if self.provenance.module_constructor(owner) in modules | {None}:
+                return False
+        arguments = [arg.value for arg in call.args]
+        return not any(self.provenance.module_constructor(arg) in modules for arg in arguments)
+
+    def _overlap(self, some: set[cst.Call], others: set[cst.Call]) -> bool:
+        """Whether a module of `some` may share parameters with one of `others`: the same
+        module, or one built with (or, for a class of this file, building) the other."""
+        for module in some:
+            for other in others:
+                if module is other or self._may_contain(module, other):
+                    return True
+                if self._may_contain(other, module):
+                    return True
+        return False
+
+    def _may_contain(self, container: cst.Call, module: cst.Call) -> bool:
+        """`container` is given `module` (`nn.Sequential(encoder, head)`), or its class, in
+        this file, builds modules of `module`'s class."""
+        for node in self.analysis.descendants(container):
+            if (
+                isinstance(node, (cst.Name, cst.Attribute))
+                and self.provenance.module_constructor(node) is module
+            ):
+                return True
+        func = container.func
+        info = self.analysis.index.classes.get(func.value) if isinstance(func, cst.Name) else None
+        if info is None:
+            return False
+        built = self.analysis.code_of(module.func)
+        return any(
+            isinstance(node, cst.Call) and self.analysis.code_of(node.func) == built
+            for method in info.methods.values()
+            for node in self.analysis.descendants(method)
+        )
+
     # -- findings ---------------------------------------------------------------------------
     def _pair_finding(self, site: _Site, partner: _Site, sharing: _Sharing) -> RuleFinding:
         call, other = self._label(site.call), self._label(partner.call)
         shared = self._describe(sharing.nodes[0])
         line = self._line(partner.call)
+        detach = self._detach_instead(site, partner)
+        if detach is not None:
+            return self._detach_finding(site, partner, detach)
         update = self._first_update(self._nodes_between(site.statement, partner.statement))
         if update is not None:
             message = (
@@ -450,6 +657,22 @@ class _Checker:
             message += f"; as nothing runs between them, {self._sum_hint(site, partner)}"
         replacement = _with_retain_graph(site.call, cst.Name("True"))
         return RuleFinding(site.call, message + ".", Tier.SAFE, {site.call: replacement})
+
+    def _detach_finding(self, site: _Site, partner: _Site, detach: _Detach) -> RuleFinding:
+        name = self._code(detach.reads[0])
+        message = (
+            f"{self._label(site.call)} backpropagates into `{name}` and frees its graph, which "
+            f"{self._label(partner.call)} (line {self._line(partner.call)}) needs: it raises "
+            f"{_TWICE_ERROR}. The gradients this loss leaves in the modules that made "
+            f"`{name}` are cleared by `{self._code(detach.zero_grad)}` (line "
+            f"{self._line(detach.zero_grad)}) before anything reads them: use "
+            f"`{name}.detach()` in this loss (the discriminator's loss on a generator's "
+            "output), which gives the same update without retaining the graph."
+        )
+        replacements: dict[cst.CSTNode, cst.CSTNode] = {
+            read: method_call(read, "detach") for read in detach.reads
+        }
+        return RuleFinding(site.call, message, Tier.SAFE, replacements)
 
     def _sum_hint(self, first: _Site, second: _Site) -> str:
         roots = [self._code(first.roots[0]), self._code(second.roots[0])]
@@ -533,6 +756,52 @@ class _Checker:
     def _line(self, node: cst.CSTNode) -> int:
         position = self.analysis.positions.get(node)
         return position.start.line if position is not None else 0
+
+
+# -- detaching helpers -------------------------------------------------------------------------
+def _consumers_apart_from(
+    roots: list[Origin], cut: Origin, later_graph: set[Origin]
+) -> set[Origin] | None:
+    """The origins that take `cut` directly, in the graph of `roots` short of `cut`; None
+    when that graph shares a node with `later_graph`, holds a part gradfix cannot follow, or
+    does not reach `cut` at all."""
+    consumers: set[Origin] = set()
+    reached = False
+    for root in roots:
+        for origin, certain in walk(root, stop=lambda node: node is cut):
+            if origin is cut:
+                reached = True
+                continue
+            if not certain or not origin.followed or origin.kind in _OPAQUE:
+                return None
+            if origin.is_graph_node and origin in later_graph:
+                return None
+            if cut in origin.inputs:
+                consumers.add(origin)
+    return consumers if reached else None
+
+
+def _block_of(analysis: FileAnalysis, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The indented block (or module) whose statements include the one holding `node`."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.IndentedBlock, cst.Module)):
+        current = analysis.parent(current)
+    return current
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _names_one_module(func: cst.BaseExpression) -> bool:
+    """`generator` or `self.netG`: a module named on its own, not a part of another one."""
+    if isinstance(func, cst.Name):
+        return True
+    return (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    )
 
 
 # -- sharing helpers ---------------------------------------------------------------------------
