@@ -67,6 +67,7 @@ class _Facts:
     imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
     functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
+    classes: list[tuple[int, int]] = field(default_factory=list)  # GF003: line ranges of classes
 
 
 def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
@@ -102,10 +103,12 @@ def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
 
 
 def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
-    """Two backward calls in one function (or the module), or one in a loop."""
+    """Two backward calls in one function (or the module) or in methods of one class, or one
+    in a loop."""
     if facts.autograd_alias:
         return True  # backward calls under a name the text does not show
     per_function: dict[tuple[int, int] | None, int] = {}
+    per_class: dict[tuple[int, int], int] = {}
     for match in _BACKWARD_CALL_TEXT.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         if any(start <= line <= end for start, end in facts.loops):
@@ -115,6 +118,10 @@ def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
         per_function[innermost] = per_function.get(innermost, 0) + 1
         if per_function[innermost] >= 2:
             return True
+        for span in (span for span in facts.classes if span[0] <= line <= span[1]):
+            per_class[span] = per_class.get(span, 0) + 1
+            if per_class[span] >= 2:
+                return True
     return False
 
 
@@ -176,6 +183,7 @@ class _Walker:
             self._function(node, context, owner)
             return
         if isinstance(node, ast.ClassDef):
+            facts.classes.append((node.lineno, _end(node)))
             # A class body is in no forward, even in one (the side that lets files through).
             inner = _Context(context.function, context.in_loop, context.in_batch_loop)
             self.statements(node.body, inner, owner=node)

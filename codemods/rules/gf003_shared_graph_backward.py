@@ -23,6 +23,11 @@ first loss reaches the shared graph only through reads of one named value, the m
 it are zeroed (`zero_grad()` in the same block) between the two calls, and nothing steps them or
 reads their gradients before that.
 
+Backward calls in two methods of one class are paired through the class's own methods: a third
+method calling `self.a()` then `self.b()` in one block, both backpropagating through a `self`
+attribute that one other method, called before them, assigns a saving graph node
+(`judge_methods`). That is reported only: the roles of the methods are named, not proven.
+
 Rewrites every call but the last over the shared graph with `retain_graph=True` appended to its
 arguments (layout kept); in a loop, `retain_graph=i < len(losses) - 1` (with an index from
 `enumerate` or `range`) or `retain_graph=loss is not losses[-1]` (a loop over a list of tensors
@@ -42,7 +47,8 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind
 from codemods.analysis.bindings import BindingKind
 from codemods.analysis.imports import dotted_name
-from codemods.analysis.index import ScopeNode
+from codemods.analysis.index import ClassInfo, ScopeNode
+from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import (
     Origin,
     OriginKind,
@@ -152,6 +158,11 @@ class SharedGraphBackward(Rule):
         "`G.zero_grad()`) clears the generator's gradients after its backward and before the "
         "generator's, with no step or read of them in between. Otherwise the generator's "
         "update uses what the discriminator loss left in it, and the graph is retained.\n\n"
+        "Backward calls in two methods of one class, called in order by a third, over a "
+        "value one of its methods caches in `self` (pix2pix: `forward()` sets `self.fake_B`, "
+        "`optimize_parameters()` calls `backward_D()` then `backward_G()`) are reported with "
+        "both methods named: `self.fake_B.detach()` in the discriminator's loss is the usual "
+        "fix.\n\n"
         "Reported, not rewritten: an `optimizer.step()`, `scaler.step()` or in-place parameter "
         "update between the calls (retaining would turn the error into 'modified by an "
         "inplace operation', pytorch/pytorch#39141: move the step after the last backward), "
@@ -180,7 +191,8 @@ class SharedGraphBackward(Rule):
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         checker = _Checker(analysis, Provenance(analysis))
-        for sites in _sites_by_scope(analysis).values():
+        by_scope = _sites_by_scope(analysis)
+        for sites in by_scope.values():
             for position, site in enumerate(sites):
                 if site.retains:
                     finding = checker.judge_retained(site, sites[position + 1 :])
@@ -188,6 +200,8 @@ class SharedGraphBackward(Rule):
                     finding = checker.judge(site, sites[position + 1 :])
                 if finding is not None:
                     yield finding
+        for info in analysis.index.classes.values():
+            yield from checker.judge_methods(info, by_scope)
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -319,6 +333,136 @@ class _Checker:
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         return None
+
+    def judge_methods(
+        self, info: ClassInfo, by_scope: dict[ScopeNode, list[_Site]]
+    ) -> Iterator[RuleFinding]:
+        """Backward calls in two methods of one class that a third calls in order
+        (`self.backward_D()` then `self.backward_G()`), over a graph cached in a `self`
+        attribute by a method called before them (`self.fake_B = self.netG(self.real_A)` in
+        `forward()`): the first frees it, the second fails. Reported: which call to change
+        depends on what the first method's loss is for."""
+        reported: set[cst.Call] = set()
+        for driver in info.methods.values():
+            for first, second in self._method_calls_in_order(info, driver, by_scope):
+                site = by_scope[info.methods[first.func.attr.value]][-1]  # type: ignore[attr-defined]
+                partner = by_scope[info.methods[second.func.attr.value]][0]  # type: ignore[attr-defined]
+                if site.call in reported or site.retains or partner.retains:
+                    continue
+                cached = self._cached_between(info, driver, first, second, site, partner)
+                if cached is not None:
+                    reported.add(site.call)
+                    yield self._methods_finding(site, partner, first, second, cached)
+
+    def _method_calls_in_order(
+        self, info: ClassInfo, driver: cst.FunctionDef, by_scope: dict[ScopeNode, list[_Site]]
+    ) -> Iterator[tuple[cst.Call, cst.Call]]:
+        """Pairs of `self.<method>()` calls, one after the other in one block of `driver`,
+        of two other methods that each run a backward."""
+        calls = [
+            call
+            for call in self.analysis.descendants(driver)
+            if isinstance(call, cst.Call)
+            and (method := _self_method(call, info)) is not None
+            and method is not driver
+            and by_scope.get(method)
+        ]
+        for position, first in enumerate(calls):
+            for second in calls[position + 1 :]:
+                same_block = _block_of(self.analysis, first) is _block_of(self.analysis, second)
+                if same_block and _self_method(first, info) is not _self_method(second, info):
+                    yield first, second
+
+    def _cached_between(
+        self,
+        info: ClassInfo,
+        driver: cst.FunctionDef,
+        first: cst.Call,
+        second: cst.Call,
+        site: _Site,
+        partner: _Site,
+    ) -> cst.Assign | None:
+        """The assignment of a `self` attribute that both backward calls reach, made by a
+        method `driver` calls before `first` and not again before `second`, whose value holds
+        a graph node that saves tensors."""
+        for key in sorted(self._self_reads(site) & self._self_reads(partner)):
+            assignments = self._assignments(info, key[len("self.") :])
+            makers = {self.analysis.scope_of(assign) for assign in assignments}
+            if len(makers) != 1:
+                continue
+            maker = makers.pop()
+            if maker in (driver, self.analysis.scope_of(site.call)):
+                continue
+            if maker is self.analysis.scope_of(partner.call):
+                continue
+            calls = [
+                call
+                for call in self.analysis.descendants(driver)
+                if isinstance(call, cst.Call) and _self_method(call, info) is maker
+            ]
+            start = self.analysis.index.start
+            made_before = any(
+                start[call] < start[first]
+                and _block_of(self.analysis, call) is _block_of(self.analysis, first)
+                for call in calls
+            )
+            remade = any(start[first] < start[call] < start[second] for call in calls)
+            if made_before and not remade and all(map(self._holds_saved, assignments)):
+                return assignments[0]
+        return None
+
+    def _self_reads(self, site: _Site) -> set[str]:
+        """The `self` attributes a backward call's roots certainly reach but its method does
+        not bind (`self.fake_B` in `torch.cat((self.real_A, self.fake_B), 1)`)."""
+        keys: set[str] = set()
+        for root in self._roots(site):
+            for origin, _ in walk(root, certain_only=True):
+                key = target_key(origin.expression) if origin.kind is OriginKind.UNKNOWN else None
+                if key is not None and key.startswith("self."):
+                    keys.add(key)
+        return keys
+
+    def _assignments(self, info: ClassInfo, attribute: str) -> list[cst.Assign]:
+        """Every assignment of `self.<attribute>` in the class; empty if any other store
+        (augmented, unpacked, annotated) binds it too."""
+        assignments: list[cst.Assign] = []
+        for occurrence in self.analysis.self_attribute_occurrences(info.name, attribute):
+            if self.analysis.is_load(occurrence):
+                continue
+            target = self.analysis.parent(occurrence)
+            assign = self.analysis.parent(target) if target is not None else None
+            if not isinstance(target, cst.AssignTarget) or not isinstance(assign, cst.Assign):
+                return []
+            assignments.append(assign)
+        return assignments
+
+    def _holds_saved(self, assign: cst.Assign) -> bool:
+        """Whether the assigned value's graph certainly holds an attached node that saves."""
+        origin = self.provenance.of(assign.value)
+        return any(
+            node.grad is Grad.ATTACHED and saves_tensors(node)
+            for node in reachable_graph_nodes(origin, certain_only=True)
+        )
+
+    def _methods_finding(
+        self, site: _Site, partner: _Site, first: cst.Call, second: cst.Call, cached: cst.Assign
+    ) -> RuleFinding:
+        target = self._code(cached.targets[0].target)
+        maker = self.analysis.scope_of(cached)
+        first_name = self._code(first.func.attr)  # type: ignore[attr-defined]
+        second_name = self._code(second.func.attr)  # type: ignore[attr-defined]
+        driver = self.analysis.scope_of(first)
+        message = (
+            f"{self._label(site.call)} in {first_name}() and {self._label(partner.call)} in "
+            f"{second_name}() (line {self._line(partner.call)}) both backpropagate through "
+            f"`{target}`, which {maker.name.value}() caches (`{self._code(cached)}`, line "  # type: ignore[union-attr]
+            f"{self._line(cached)}); {driver.name.value}() calls {first_name}() (line "  # type: ignore[union-attr]
+            f"{self._line(first)}) before {second_name}() (line {self._line(second)}), so the "
+            f"second raises {_TWICE_ERROR}. If {first_name}() is the discriminator's step, use "
+            f"`{target}.detach()` in its loss; if it must send gradients into what made "
+            f"`{target}`, pass `retain_graph=True` to {self._label(site.call)}."
+        )
+        return RuleFinding(site.call, message, Tier.REPORT)
 
     # -- sharing ----------------------------------------------------------------------------
     def _roots(self, site: _Site) -> list[Origin]:
@@ -787,6 +931,14 @@ def _block_of(analysis: FileAnalysis, node: cst.CSTNode) -> cst.CSTNode | None:
     while current is not None and not isinstance(current, (cst.IndentedBlock, cst.Module)):
         current = analysis.parent(current)
     return current
+
+
+def _self_method(call: cst.Call, info: ClassInfo) -> cst.FunctionDef | None:
+    """The method of `info` that `self.<method>(...)` calls."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
+        return info.methods.get(func.attr.value)
+    return None
 
 
 def _method(call: cst.Call) -> str | None:
