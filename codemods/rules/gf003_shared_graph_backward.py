@@ -342,6 +342,8 @@ class _Checker:
         attribute by a method called before them (`self.fake_B = self.netG(self.real_A)` in
         `forward()`): the first frees it, the second fails. Reported: which call to change
         depends on what the first method's loss is for."""
+        if sum(bool(by_scope.get(method)) for method in info.methods.values()) < 2:
+            return
         reported: set[cst.Call] = set()
         for driver in info.methods.values():
             for first, second in self._method_calls_in_order(info, driver, by_scope):
