@@ -623,10 +623,25 @@ class _Checker:
             if not reads or not modules:
                 return None
             zero_grad = self._zero_grad_between(site, partner, modules)
-            if zero_grad is None:
+            if zero_grad is None or not self._recomputed_after_updates(site, partner, cut):
                 return None
             return _Detach(reads, zero_grad)
         return None
+
+    def _recomputed_after_updates(self, site: _Site, partner: _Site, cut: Origin) -> bool:
+        """Whether `partner`'s graph, but for `cut`'s part, is made after any parameter
+        update between the two calls: a `D(fake)` computed before `opt_d.step()` would fail
+        `partner` with 'modified by an inplace operation' whatever `site` detaches, and the
+        report to move the step is the useful finding there."""
+        update = self._first_update(self._nodes_between(site.statement, partner.statement))
+        if update is None:
+            return True
+        start = self.analysis.index.start
+        kept = {origin for origin, _ in walk(cut)}
+        return all(
+            node.site is not None and start[node.site] > start[update]
+            for node in _graph(self._roots(partner), False) - kept
+        )
 
     def _reads_feeding(
         self,
