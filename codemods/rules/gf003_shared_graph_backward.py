@@ -684,7 +684,7 @@ class _Checker:
         when some part of it is a leaf or a call gradfix cannot place."""
         modules: set[cst.Call] = set()
         for origin, certain in walk(value):
-            if not certain or not origin.followed or origin.kind in _OPAQUE:
+            if not certain or not origin.followed or _opaque(origin):
                 return set()
             if origin.kind is OriginKind.LEAF or (
                 origin.kind is OriginKind.FORWARD and origin.module
@@ -933,13 +933,19 @@ def _consumers_apart_from(
             if origin is cut:
                 reached = True
                 continue
-            if not certain or not origin.followed or origin.kind in _OPAQUE:
+            if not certain or not origin.followed or _opaque(origin):
                 return None
             if origin.is_graph_node and origin in later_graph:
                 return None
             if cut in origin.inputs:
                 consumers.add(origin)
     return consumers if reached else None
+
+
+def _opaque(origin: Origin) -> bool:
+    """A value whose make-up gradfix cannot see, unless it is proven data (a function's
+    parameter that every caller in the file passes data for)."""
+    return origin.kind in _OPAQUE and origin.grad is not Grad.FREE
 
 
 def _block_of(analysis: FileAnalysis, node: cst.CSTNode) -> cst.CSTNode | None:
