@@ -65,9 +65,7 @@ class _Facts:
     autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
     write: bool = False  # GF004: an augmented or index assignment that may write a tensor
     imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
-    functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
-    classes: list[tuple[int, int]] = field(default_factory=list)  # GF003: line ranges of classes
 
 
 def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
@@ -103,26 +101,15 @@ def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
 
 
 def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
-    """Two backward calls in one function (or the module) or in methods of one class, or one
-    in a loop."""
+    """Two backward calls anywhere in the file (one function, two methods of a class, a
+    function and its caller), or one in a loop."""
     if facts.autograd_alias:
         return True  # backward calls under a name the text does not show
-    per_function: dict[tuple[int, int] | None, int] = {}
-    per_class: dict[tuple[int, int], int] = {}
-    for match in _BACKWARD_CALL_TEXT.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
-        if any(start <= line <= end for start, end in facts.loops):
-            return True
-        inside = [span for span in facts.functions if span[0] <= line <= span[1]]
-        innermost = max(inside, default=None)
-        per_function[innermost] = per_function.get(innermost, 0) + 1
-        if per_function[innermost] >= 2:
-            return True
-        for span in (span for span in facts.classes if span[0] <= line <= span[1]):
-            per_class[span] = per_class.get(span, 0) + 1
-            if per_class[span] >= 2:
-                return True
-    return False
+    calls = list(_BACKWARD_CALL_TEXT.finditer(text))
+    if len(calls) >= 2:
+        return True
+    lines = [text.count("\n", 0, match.start()) + 1 for match in calls]
+    return any(start <= line <= end for line in lines for start, end in facts.loops)
 
 
 def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
@@ -183,7 +170,6 @@ class _Walker:
             self._function(node, context, owner)
             return
         if isinstance(node, ast.ClassDef):
-            facts.classes.append((node.lineno, _end(node)))
             # A class body is in no forward, even in one (the side that lets files through).
             inner = _Context(context.function, context.in_loop, context.in_batch_loop)
             self.statements(node.body, inner, owner=node)
@@ -214,7 +200,6 @@ class _Walker:
             self.statements(case.body, context)
 
     def _function(self, node: _Function, context: _Context, owner: ast.AST | None) -> None:
-        self.facts.functions.append((node.lineno, _end(node)))
         forward = context.in_forward or (
             node.name in FORWARD_METHODS and isinstance(owner, ast.ClassDef)
         )

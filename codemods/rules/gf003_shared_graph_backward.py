@@ -26,7 +26,9 @@ reads their gradients before that.
 Backward calls in two methods of one class are paired through the class's own methods: a third
 method calling `self.a()` then `self.b()` in one block, both backpropagating through a `self`
 attribute that one other method, called before them, assigns a saving graph node
-(`judge_methods`). That is reported only: the roles of the methods are named, not proven.
+(`judge_methods`); and through calls: a backward in a function of the file (a loss object's
+`__call__`), its roots followed with the arguments a call passes, paired with a later backward
+of the caller (`judge_calls`). Both are reported only: the roles are named, not proven.
 
 Rewrites every call but the last over the shared graph with `retain_graph=True` appended to its
 arguments (layout kept); in a loop, `retain_graph=i < len(losses) - 1` (with an index from
@@ -162,7 +164,8 @@ class SharedGraphBackward(Rule):
         "value one of its methods caches in `self` (pix2pix: `forward()` sets `self.fake_B`, "
         "`optimize_parameters()` calls `backward_D()` then `backward_G()`) are reported with "
         "both methods named: `self.fake_B.detach()` in the discriminator's loss is the usual "
-        "fix.\n\n"
+        "fix. So is a backward inside a function or a loss object's `__call__` followed by "
+        "one in its caller through what the caller passed it.\n\n"
         "Reported, not rewritten: an `optimizer.step()`, `scaler.step()` or in-place parameter "
         "update between the calls (retaining would turn the error into 'modified by an "
         "inplace operation', pytorch/pytorch#39141: move the step after the last backward), "
@@ -202,6 +205,7 @@ class SharedGraphBackward(Rule):
                     yield finding
         for info in analysis.index.classes.values():
             yield from checker.judge_methods(info, by_scope)
+        yield from checker.judge_calls(by_scope)
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -330,6 +334,87 @@ class _Checker:
                 "what the second loss needs after the step (in a GAN: the generator's loss "
                 "from a fresh `D(fake)`, the discriminator's loss from `D(fake.detach())`), "
                 "or move the step after the last backward."
+            )
+            return RuleFinding(site.call, message, Tier.REPORT)
+        return None
+
+    def judge_calls(self, by_scope: dict[ScopeNode, list[_Site]]) -> Iterator[RuleFinding]:
+        """A backward call inside a function of the file (a loss object's `__call__` that
+        steps the discriminator), then, after the call that ran it, a backward in the caller
+        through the graph of what the caller passed it: the first freed it."""
+        reported: set[cst.Call] = set()
+        names = {scope.name.value for scope in by_scope if isinstance(scope, cst.FunctionDef)}
+        for scope, partners in by_scope.items():
+            callees = [
+                site for other, sites in by_scope.items() if other is not scope for site in sites
+            ]
+            for call in self._calls_before(scope, partners, names):
+                for site in callees:
+                    if site.call in reported or site.retains or site.inputs is not None:
+                        continue
+                    finding = self._call_finding(site, call, partners)
+                    if finding is not None:
+                        reported.add(site.call)
+                        yield finding
+
+    def _function_name(self, function: ScopeNode) -> str:
+        """`AdversarialLoss.__call__` for a method, `d_step` for a function."""
+        if not isinstance(function, cst.FunctionDef):
+            return "the module"
+        info = self.analysis.class_of(function)
+        prefix = f"{info.name}." if info is not None else ""
+        return prefix + function.name.value
+
+    def _calls_before(
+        self, scope: ScopeNode, sites: list[_Site], names: set[str]
+    ) -> list[cst.Call]:
+        """The calls of `scope`'s own statements, before its last backward call, that may
+        run one of the functions `names`: by name, or an object's `__call__`."""
+        start = self.analysis.index.start
+        last = start[sites[-1].call]
+        calls = []
+        for node in self.analysis.descendants(scope):
+            if not isinstance(node, cst.Call) or start[node] >= last:
+                continue
+            func = node.func
+            name = func.value if isinstance(func, cst.Name) else None
+            if isinstance(func, cst.Attribute):
+                name = func.attr.value
+            named = name in names or (
+                "__call__" in names and self.analysis.value_of(func).kind is Kind.OBJECT
+            )
+            if named and self.analysis.scope_of(node) is scope:
+                calls.append(node)
+        return calls
+
+    def _call_finding(
+        self, site: _Site, call: cst.Call, partners: list[_Site]
+    ) -> RuleFinding | None:
+        roots = [self.provenance.of_in_call(root, call) for root in site.roots]
+        if not roots or None in roots:
+            return None
+        statement = self.analysis.statement_of(call)
+        end = self.analysis.index.end
+        for partner in partners:
+            if statement is None or self.analysis.index.start[partner.statement] < end[statement]:
+                continue
+            if _exclusive_branches(self.analysis, call, partner.call):
+                continue
+            if _expects_error(self.analysis, partner.call):
+                continue
+            shared = _graph(roots, True) & _graph(self._roots(partner), True)  # type: ignore[arg-type]
+            saving = [n for n in shared if n.grad is Grad.ATTACHED and saves_tensors(n)]
+            if not saving:
+                continue
+            name = self._function_name(self.analysis.scope_of(site.call))
+            message = (
+                f"{self._label(site.call)} in {name}() (run by {self._label(call)}, line "
+                f"{self._line(call)}) frees the saved tensors of "
+                f"{self._describe(self._closest_first(saving)[0])}, which "
+                f"{self._label(partner.call)} (line {self._line(partner.call)}) "
+                f"backpropagates through again: it raises {_TWICE_ERROR}. Detach it where "
+                f"{name}()'s loss reads it (a discriminator's loss: `D(fake.detach())`), or pass "
+                "`retain_graph=True` there if that loss's gradients into it are meant to count."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         return None
