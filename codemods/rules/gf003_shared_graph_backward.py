@@ -432,8 +432,8 @@ class _Checker:
         reported: set[cst.Call] = set()
         for driver in info.methods.values():
             for first, second in self._method_calls_in_order(info, driver, by_scope):
-                site = by_scope[info.methods[first.func.attr.value]][-1]  # type: ignore[attr-defined]
-                partner = by_scope[info.methods[second.func.attr.value]][0]  # type: ignore[attr-defined]
+                site = by_scope[_self_method(first, info)][-1]  # type: ignore[index]
+                partner = by_scope[_self_method(second, info)][0]  # type: ignore[index]
                 if site.call in reported or site.retains or partner.retains:
                     continue
                 cached = self._cached_between(info, driver, first, second, site, partner)
@@ -535,15 +535,15 @@ class _Checker:
         self, site: _Site, partner: _Site, first: cst.Call, second: cst.Call, cached: cst.Assign
     ) -> RuleFinding:
         target = self._code(cached.targets[0].target)
-        maker = self.analysis.scope_of(cached)
-        first_name = self._code(first.func.attr)  # type: ignore[attr-defined]
-        second_name = self._code(second.func.attr)  # type: ignore[attr-defined]
-        driver = self.analysis.scope_of(first)
+        maker = self._function_name(self.analysis.scope_of(cached))
+        first_name = self._function_name(self.analysis.scope_of(site.call))
+        second_name = self._function_name(self.analysis.scope_of(partner.call))
+        driver = self._function_name(self.analysis.scope_of(first))
         message = (
             f"{self._label(site.call)} in {first_name}() and {self._label(partner.call)} in "
             f"{second_name}() (line {self._line(partner.call)}) both backpropagate through "
-            f"`{target}`, which {maker.name.value}() caches (`{self._code(cached)}`, line "  # type: ignore[union-attr]
-            f"{self._line(cached)}); {driver.name.value}() calls {first_name}() (line "  # type: ignore[union-attr]
+            f"`{target}`, which {maker}() caches (`{self._code(cached)}`, line "
+            f"{self._line(cached)}); {driver}() calls {first_name}() (line "
             f"{self._line(first)}) before {second_name}() (line {self._line(second)}), so the "
             f"second raises {_TWICE_ERROR}. If {first_name}() is the discriminator's step, use "
             f"`{target}.detach()` in its loss; if it must send gradients into what made "
