@@ -91,7 +91,6 @@ class _Facts:
     graph_source: bool | None = None  # `_graph_source`, once asked
     classes: set[str] = field(default_factory=set)  # classes defined or imported by name
     foreign: set[str] = field(default_factory=set)  # names imported from outside torch
-    functions: list[tuple[int, int]] = field(default_factory=list)  # line ranges of defs
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
 
@@ -133,20 +132,15 @@ def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
 
 
 def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
-    """Two backward calls in one function (or the module), or one in a loop."""
+    """Two backward calls anywhere in the file (one function, two methods of a class, a
+    function and its caller), or one in a loop."""
     if facts.autograd_alias:
         return True  # backward calls under a name the text does not show
-    per_function: dict[tuple[int, int] | None, int] = {}
-    for match in _BACKWARD_CALL_TEXT.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
-        if any(start <= line <= end for start, end in facts.loops):
-            return True
-        inside = [span for span in facts.functions if span[0] <= line <= span[1]]
-        innermost = max(inside, default=None)
-        per_function[innermost] = per_function.get(innermost, 0) + 1
-        if per_function[innermost] >= 2:
-            return True
-    return False
+    calls = list(_BACKWARD_CALL_TEXT.finditer(text))
+    if len(calls) >= 2:
+        return True
+    lines = [text.count("\n", 0, match.start()) + 1 for match in calls]
+    return any(start <= line <= end for line in lines for start, end in facts.loops)
 
 
 def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
@@ -247,7 +241,6 @@ class _Walker:
             self.statements(case.body, context)
 
     def _function(self, node: _Function, context: _Context, owner: ast.AST | None) -> None:
-        self.facts.functions.append((node.lineno, _end(node)))
         forward = context.in_forward or (
             node.name in FORWARD_METHODS and isinstance(owner, ast.ClassDef)
         )

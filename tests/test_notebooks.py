@@ -346,9 +346,7 @@ def test_what_is_not_a_notebook_is_a_parse_error(source: bytes, error: str) -> N
 def test_a_parse_error_of_the_joined_source_is_given_in_its_cell(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def libcst_says_no(
-        source: bytes, options: RunOptions, notebook: bool = False
-    ) -> SourceResult:
+    def libcst_says_no(source: bytes, options: RunOptions, notebook: bool = False) -> SourceResult:
         return SourceResult(error="8:3: parse error: no")
 
     monkeypatch.setattr(pipeline, "process_source", libcst_says_no)

@@ -190,3 +190,23 @@ def test_forward_of_a_module_class_is_followed() -> None:
     (shared,) = reachable_graph_nodes(a) & reachable_graph_nodes(b)
     assert source.module.code_for_node(shared.expression) == "self.body(x)"
     assert keys(a) == {"torch.nn.Linear"}
+
+
+def test_an_objects_call_is_followed_into_its_dunder_call() -> None:
+    source = Source("""
+        class HeadLoss:
+            def __call__(self, features):
+                inner = head(features).sum()
+                return inner
+
+        loss_fn = HeadLoss()
+        h = trunk(torch.randn(2, 4))
+        loss = loss_fn(h)
+        loss.backward()
+        """)
+    shared = reachable_graph_nodes(source.of("h"), True)
+    assert shared and shared <= reachable_graph_nodes(source.of("loss"), True)
+    call = source.nodes("loss_fn(h)")[0]
+    inner = source.provenance.of_in_call(source.nodes("head(features).sum()")[0], call)
+    assert inner is source.of("loss")
+    assert source.provenance.of_in_call(source.nodes("h")[-1], call) is None

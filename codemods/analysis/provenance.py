@@ -5,8 +5,8 @@ followed to the bindings that reach the statement (`bindings.py`: in program ord
 a loop the binding of the same iteration; a binding made by a previous iteration is a `CARRIED`
 origin, not followed), through operators, torch functions, tensor methods, module and loss
 calls, tuple unpacking, list elements and loop targets. Calls of the file's own functions,
-methods and `forward`s are followed into their bodies with the arguments given, a few calls
-deep; anything else stays `UNKNOWN`.
+methods, `forward`s and `__call__`s (an instance of a class of the file called) are followed
+into their bodies with the arguments given, a few calls deep; anything else stays `UNKNOWN`.
 
 One `Origin` is one evaluation: asking twice for the same expression, or for two names bound to
 it, gives the same object, so two values share part of their autograd graph exactly when their
@@ -33,7 +33,7 @@ from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.syntax import is_false, keyword_argument
-from codemods.analysis.values import Grad, Kind
+from codemods.analysis.values import Grad, Kind, Value
 
 _MAX_CALL_DEPTH = 3
 
@@ -167,6 +167,17 @@ class Provenance:
         """The provenance of `expression`, evaluated where it stands."""
         frame = self._frame(self.analysis.scope_of(expression))
         return self._expression(expression, frame)
+
+    def of_in_call(self, expression: cst.BaseExpression, call: cst.Call) -> Origin | None:
+        """The provenance of `expression`, in the body of the file's function that `call`
+        runs, with the arguments `call` passes; None when provenance does not follow `call`
+        into that function."""
+        frame = self._frame(self.analysis.scope_of(call))
+        self._expression(call, frame)
+        inner = frame.children.get(call)
+        if inner is None or inner.scope is not self.analysis.scope_of(expression):
+            return None
+        return self._expression(expression, inner)
 
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         return self.analysis.bindings(scope)
@@ -604,6 +615,9 @@ class Provenance:
         function = self.analysis.function_named(callee)
         if function is not None:
             return self._inline(node, function, self._positional(node), frame)
+        dunder_call = self._dunder_call(callee)
+        if dunder_call is not None:
+            return self._inline(node, dunder_call, self._positional(node), frame, bound=True)
         if callee.kind in (Kind.CLASS, Kind.OPTIMIZER):
             return self._data(node, frame)
         if isinstance(node.func, cst.Name):
@@ -620,6 +634,13 @@ class Provenance:
                 node, frame, key, arguments, kind=OriginKind.FORWARD, module=not parameterless
             )
         return self._unknown_call(node, frame)
+
+    def _dunder_call(self, callee: Value) -> cst.FunctionDef | None:
+        """`__call__` of the file's own class that `callee` is an instance of (a loss
+        object): calling the instance runs it."""
+        if callee.kind is not Kind.OBJECT or callee.cls not in self.analysis.index.classes:
+            return None
+        return self.analysis.index.classes[callee.cls].methods.get("__call__")
 
     def _callee_modules(self, func: cst.BaseExpression, frame: _Frame) -> list[cst.Call] | None:
         """The constructor calls of the modules `func` may be (`head` in `for head in [fc_a,

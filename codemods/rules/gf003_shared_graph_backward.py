@@ -17,6 +17,19 @@ branch, a call it cannot see into) are reported, never rewritten. So is an `opti
 the error into the in-place error (pytorch/pytorch#39141); the step belongs after the last
 backward. Earlier calls with `retain_graph` or `create_graph` already given are left alone.
 
+A GAN discriminator loss on the generator's undetached output is rewritten to read
+`fake.detach()` instead, when that provably gives the same update (`_detach_instead`): the
+first loss reaches the shared graph only through reads of one named value, the modules behind
+it are zeroed (`zero_grad()` in the same block) between the two calls, and nothing steps them or
+reads their gradients before that.
+
+Backward calls in two methods of one class are paired through the class's own methods: a third
+method calling `self.a()` then `self.b()` in one block, both backpropagating through a `self`
+attribute that one other method, called before them, assigns a saving graph node
+(`judge_methods`); and through calls: a backward in a function of the file (a loss object's
+`__call__`), its roots followed with the arguments a call passes, paired with a later backward
+of the caller (`judge_calls`). Both are reported only: the roles are named, not proven.
+
 Rewrites every call but the last over the shared graph with `retain_graph=True` appended to its
 arguments (layout kept); in a loop, `retain_graph=i < len(losses) - 1` (with an index from
 `enumerate` or `range`) or `retain_graph=loss is not losses[-1]` (a loop over a list of tensors
@@ -36,7 +49,8 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind
 from codemods.analysis.bindings import BindingKind
 from codemods.analysis.imports import dotted_name
-from codemods.analysis.index import ScopeNode
+from codemods.analysis.index import ClassInfo, ScopeNode
+from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import (
     Origin,
     OriginKind,
@@ -49,6 +63,7 @@ from codemods.analysis.provenance import (
 from codemods.analysis.training import is_optimizer_step
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
+from codemods.rules.edits import method_call
 
 # `x.backward(`, `torch.autograd.backward(`, `torch.autograd.grad(`, `grad(` once imported.
 _BACKWARD_TEXT = re.compile(r"\.backward\(|\bgrad\(")
@@ -61,6 +76,8 @@ _MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "c
 # Between two backward calls, these mean something reads or resets gradients: one backward
 # of the sum would not be equivalent.
 _GRADIENT_ATTRIBUTES = frozenset({"grad", "zero_grad", "step", "backward"})
+# Origins whose make-up gradfix cannot see.
+_OPAQUE = frozenset({OriginKind.UNKNOWN, OriginKind.CARRIED})
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,15 @@ class _Sharing:
     why_unsure: str = ""
 
 
+@dataclass
+class _Detach:
+    """Detaching instead of retaining: the reads of the first loss to detach, and the
+    `zero_grad()` that proves the gradients they carried are never used."""
+
+    reads: list[cst.Name]
+    zero_grad: cst.Call
+
+
 class SharedGraphBackward(Rule):
     code = "GF003"
     name = "shared-graph-backward"
@@ -128,6 +154,18 @@ class SharedGraphBackward(Rule):
         "len(losses) - 1`, `retain_graph=loss is not losses[-1]`). When nothing runs between "
         "the calls, `(loss_a + loss_b).backward()` gives the same gradients in one cheaper "
         "pass: retaining keeps every saved buffer alive until the graph is dropped.\n\n"
+        "A GAN discriminator loss built on the generator's output (`D(fake)`) is fixed with "
+        "`D(fake.detach())` instead, when the code proves the update is the same: that loss "
+        "reaches the generator only through `fake`, and `opt_g.zero_grad()` (or "
+        "`G.zero_grad()`) clears the generator's gradients after its backward and before the "
+        "generator's, with no step or read of them in between. Otherwise the generator's "
+        "update uses what the discriminator loss left in it, and the graph is retained.\n\n"
+        "Backward calls in two methods of one class, called in order by a third, over a "
+        "value one of its methods caches in `self` (pix2pix: `forward()` sets `self.fake_B`, "
+        "`optimize_parameters()` calls `backward_D()` then `backward_G()`) are reported with "
+        "both methods named: `self.fake_B.detach()` in the discriminator's loss is the usual "
+        "fix. So is a backward inside a function or a loss object's `__call__` followed by "
+        "one in its caller through what the caller passed it.\n\n"
         "Reported, not rewritten: an `optimizer.step()`, `scaler.step()` or in-place parameter "
         "update between the calls (retaining would turn the error into 'modified by an "
         "inplace operation', pytorch/pytorch#39141: move the step after the last backward), "
@@ -156,7 +194,8 @@ class SharedGraphBackward(Rule):
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         checker = _Checker(analysis, Provenance(analysis))
-        for sites in _sites_by_scope(analysis).values():
+        by_scope = _sites_by_scope(analysis)
+        for sites in by_scope.values():
             for position, site in enumerate(sites):
                 if site.retains:
                     finding = checker.judge_retained(site, sites[position + 1 :])
@@ -164,6 +203,9 @@ class SharedGraphBackward(Rule):
                     finding = checker.judge(site, sites[position + 1 :])
                 if finding is not None:
                     yield finding
+        for info in analysis.index.classes.values():
+            yield from checker.judge_methods(info, by_scope)
+        yield from checker.judge_calls(by_scope)
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -296,6 +338,219 @@ class _Checker:
             return RuleFinding(site.call, message, Tier.REPORT)
         return None
 
+    def judge_calls(self, by_scope: dict[ScopeNode, list[_Site]]) -> Iterator[RuleFinding]:
+        """A backward call inside a function of the file (a loss object's `__call__` that
+        steps the discriminator), then, after the call that ran it, a backward in the caller
+        through the graph of what the caller passed it: the first freed it."""
+        reported: set[cst.Call] = set()
+        names = {scope.name.value for scope in by_scope if isinstance(scope, cst.FunctionDef)}
+        for scope, partners in by_scope.items():
+            callees = [
+                site for other, sites in by_scope.items() if other is not scope for site in sites
+            ]
+            for call in self._calls_before(scope, partners, names):
+                for site in callees:
+                    if site.call in reported or site.retains or site.inputs is not None:
+                        continue
+                    finding = self._call_finding(site, call, partners)
+                    if finding is not None:
+                        reported.add(site.call)
+                        yield finding
+
+    def _function_name(self, function: ScopeNode) -> str:
+        """`AdversarialLoss.__call__` for a method, `d_step` for a function."""
+        if not isinstance(function, cst.FunctionDef):
+            return "the module"
+        info = self.analysis.class_of(function)
+        prefix = f"{info.name}." if info is not None else ""
+        return prefix + function.name.value
+
+    def _calls_before(
+        self, scope: ScopeNode, sites: list[_Site], names: set[str]
+    ) -> list[cst.Call]:
+        """The calls of `scope`'s own statements, before its last backward call, that may
+        run one of the functions `names`: by name, or an object's `__call__`."""
+        start = self.analysis.index.start
+        last = start[sites[-1].call]
+        calls = []
+        for node in self.analysis.descendants(scope):
+            if not isinstance(node, cst.Call) or start[node] >= last:
+                continue
+            func = node.func
+            name = func.value if isinstance(func, cst.Name) else None
+            if isinstance(func, cst.Attribute):
+                name = func.attr.value
+            named = name in names or (
+                "__call__" in names and self.analysis.value_of(func).kind is Kind.OBJECT
+            )
+            if named and self.analysis.scope_of(node) is scope:
+                calls.append(node)
+        return calls
+
+    def _call_finding(
+        self, site: _Site, call: cst.Call, partners: list[_Site]
+    ) -> RuleFinding | None:
+        roots = [self.provenance.of_in_call(root, call) for root in site.roots]
+        if not roots or None in roots:
+            return None
+        statement = self.analysis.statement_of(call)
+        end = self.analysis.index.end
+        for partner in partners:
+            if statement is None or self.analysis.index.start[partner.statement] < end[statement]:
+                continue
+            if self.analysis.exclusive_branches(call, partner.call):
+                continue
+            if _expects_error(self.analysis, partner.call):
+                continue
+            shared = _graph(roots, True) & _graph(self._roots(partner), True)  # type: ignore[arg-type]
+            saving = [n for n in shared if n.grad is Grad.ATTACHED and saves_tensors(n)]
+            if not saving:
+                continue
+            name = self._function_name(self.analysis.scope_of(site.call))
+            message = (
+                f"{self._label(site.call)} in {name}() (run by {self._label(call)}, line "
+                f"{self._line(call)}) frees the saved tensors of "
+                f"{self._describe(self._closest_first(saving)[0])}, which "
+                f"{self._label(partner.call)} (line {self._line(partner.call)}) "
+                f"backpropagates through again: it raises {_TWICE_ERROR}. Detach it where "
+                f"{name}()'s loss reads it (a discriminator's loss: `D(fake.detach())`), or pass "
+                "`retain_graph=True` there if that loss's gradients into it are meant to count."
+            )
+            return RuleFinding(site.call, message, Tier.REPORT)
+        return None
+
+    def judge_methods(
+        self, info: ClassInfo, by_scope: dict[ScopeNode, list[_Site]]
+    ) -> Iterator[RuleFinding]:
+        """Backward calls in two methods of one class that a third calls in order
+        (`self.backward_D()` then `self.backward_G()`), over a graph cached in a `self`
+        attribute by a method called before them (`self.fake_B = self.netG(self.real_A)` in
+        `forward()`): the first frees it, the second fails. Reported: which call to change
+        depends on what the first method's loss is for."""
+        if sum(bool(by_scope.get(method)) for method in info.methods.values()) < 2:
+            return
+        reported: set[cst.Call] = set()
+        for driver in info.methods.values():
+            for first, second in self._method_calls_in_order(info, driver, by_scope):
+                site = by_scope[_self_method(first, info)][-1]  # type: ignore[index]
+                partner = by_scope[_self_method(second, info)][0]  # type: ignore[index]
+                if site.call in reported or site.retains or partner.retains:
+                    continue
+                cached = self._cached_between(info, driver, first, second, site, partner)
+                if cached is not None:
+                    reported.add(site.call)
+                    yield self._methods_finding(site, partner, first, second, cached)
+
+    def _method_calls_in_order(
+        self, info: ClassInfo, driver: cst.FunctionDef, by_scope: dict[ScopeNode, list[_Site]]
+    ) -> Iterator[tuple[cst.Call, cst.Call]]:
+        """Pairs of `self.<method>()` calls, one after the other in one block of `driver`,
+        of two other methods that each run a backward."""
+        calls = [
+            call
+            for call in self.analysis.descendants(driver)
+            if isinstance(call, cst.Call)
+            and (method := _self_method(call, info)) is not None
+            and method is not driver
+            and by_scope.get(method)
+        ]
+        for position, first in enumerate(calls):
+            for second in calls[position + 1 :]:
+                same_block = _block_of(self.analysis, first) is _block_of(self.analysis, second)
+                if same_block and _self_method(first, info) is not _self_method(second, info):
+                    yield first, second
+
+    def _cached_between(
+        self,
+        info: ClassInfo,
+        driver: cst.FunctionDef,
+        first: cst.Call,
+        second: cst.Call,
+        site: _Site,
+        partner: _Site,
+    ) -> cst.Assign | None:
+        """The assignment of a `self` attribute that both backward calls reach, made by a
+        method `driver` calls before `first` and not again before `second`, whose value holds
+        a graph node that saves tensors."""
+        for key in sorted(self._self_reads(site) & self._self_reads(partner)):
+            assignments = self._assignments(info, key[len("self.") :])
+            makers = {self.analysis.scope_of(assign) for assign in assignments}
+            if len(makers) != 1:
+                continue
+            maker = makers.pop()
+            if maker in (driver, self.analysis.scope_of(site.call)):
+                continue
+            if maker is self.analysis.scope_of(partner.call):
+                continue
+            calls = [
+                call
+                for call in self.analysis.descendants(driver)
+                if isinstance(call, cst.Call) and _self_method(call, info) is maker
+            ]
+            start = self.analysis.index.start
+            made_before = any(
+                start[call] < start[first]
+                and _block_of(self.analysis, call) is _block_of(self.analysis, first)
+                for call in calls
+            )
+            remade = any(start[first] < start[call] < start[second] for call in calls)
+            if made_before and not remade and all(map(self._holds_saved, assignments)):
+                return assignments[0]
+        return None
+
+    def _self_reads(self, site: _Site) -> set[str]:
+        """The `self` attributes a backward call's roots certainly reach but its method does
+        not bind (`self.fake_B` in `torch.cat((self.real_A, self.fake_B), 1)`)."""
+        keys: set[str] = set()
+        for root in self._roots(site):
+            for origin, _ in walk(root, certain_only=True):
+                key = target_key(origin.expression) if origin.kind is OriginKind.UNKNOWN else None
+                if key is not None and key.startswith("self."):
+                    keys.add(key)
+        return keys
+
+    def _assignments(self, info: ClassInfo, attribute: str) -> list[cst.Assign]:
+        """Every assignment of `self.<attribute>` in the class; empty if any other store
+        (augmented, unpacked, annotated) binds it too."""
+        assignments: list[cst.Assign] = []
+        for occurrence in self.analysis.self_attribute_occurrences(info.name, attribute):
+            if self.analysis.is_load(occurrence):
+                continue
+            target = self.analysis.parent(occurrence)
+            assign = self.analysis.parent(target) if target is not None else None
+            if not isinstance(target, cst.AssignTarget) or not isinstance(assign, cst.Assign):
+                return []
+            assignments.append(assign)
+        return assignments
+
+    def _holds_saved(self, assign: cst.Assign) -> bool:
+        """Whether the assigned value's graph certainly holds an attached node that saves."""
+        origin = self.provenance.of(assign.value)
+        return any(
+            node.grad is Grad.ATTACHED and saves_tensors(node)
+            for node in reachable_graph_nodes(origin, certain_only=True)
+        )
+
+    def _methods_finding(
+        self, site: _Site, partner: _Site, first: cst.Call, second: cst.Call, cached: cst.Assign
+    ) -> RuleFinding:
+        target = self._code(cached.targets[0].target)
+        maker = self._function_name(self.analysis.scope_of(cached))
+        first_name = self._function_name(self.analysis.scope_of(site.call))
+        second_name = self._function_name(self.analysis.scope_of(partner.call))
+        driver = self._function_name(self.analysis.scope_of(first))
+        message = (
+            f"{self._label(site.call)} in {first_name}() and {self._label(partner.call)} in "
+            f"{second_name}() (line {self._line(partner.call)}) both backpropagate through "
+            f"`{target}`, which {maker}() caches (`{self._code(cached)}`, line "
+            f"{self._line(cached)}); {driver}() calls {first_name}() (line "
+            f"{self._line(first)}) before {second_name}() (line {self._line(second)}), so the "
+            f"second raises {_TWICE_ERROR}. If {first_name}() is the discriminator's step, use "
+            f"`{target}.detach()` in its loss; if it must send gradients into what made "
+            f"`{target}`, pass `retain_graph=True` to {self._label(site.call)}."
+        )
+        return RuleFinding(site.call, message, Tier.REPORT)
+
     # -- sharing ----------------------------------------------------------------------------
     def _roots(self, site: _Site) -> list[Origin]:
         return [self.provenance.of(root) for root in site.roots]
@@ -426,11 +681,209 @@ class _Checker:
                 return False
         return True
 
+    # -- detaching instead of retaining ------------------------------------------------------
+    def _detach_instead(self, site: _Site, partner: _Site) -> _Detach | None:
+        """The reads to detach in `site`'s loss when that is proven to give the same update
+        as retaining the graph: `site`'s loss reaches the shared graph only through one named
+        value (the generator's output), the modules behind that value have their gradients
+        zeroed after `site` and before `partner`, and nothing reads or steps them in between.
+        Then the gradients `site` leaves there are never used, and every other gradient is the
+        same (`.detach()` changes no value)."""
+        if site.form != "backward" or partner.form != "backward" or site.call.args:
+            return None
+        block = _block_of(self.analysis, site.statement)
+        if block is None or _block_of(self.analysis, partner.statement) is not block:
+            return None
+        first, second = self._roots(site), self._roots(partner)
+        later_graph = _graph(second, False)
+        for cut in self._closest_first(list(_graph(first, False) & later_graph)):
+            binding = self.provenance.binding_of(cut)
+            if binding is None or binding.kind is not BindingKind.ASSIGN:
+                continue
+            consumers = _consumers_apart_from(first, cut, later_graph)
+            if consumers is None:
+                return None
+            reads = self._reads_feeding(binding.key, cut, binding.statement, site, consumers)
+            modules = self._modules_behind(cut)
+            if not reads or not modules:
+                return None
+            zero_grad = self._zero_grad_between(site, partner, modules)
+            if zero_grad is None or not self._recomputed_after_updates(site, partner, cut):
+                return None
+            return _Detach(reads, zero_grad)
+        return None
+
+    def _recomputed_after_updates(self, site: _Site, partner: _Site, cut: Origin) -> bool:
+        """Whether `partner`'s graph, but for `cut`'s part, is made after any parameter
+        update between the two calls: a `D(fake)` computed before `opt_d.step()` would fail
+        `partner` with 'modified by an inplace operation' whatever `site` detaches, and the
+        report to move the step is the useful finding there."""
+        update = self._first_update(self._nodes_between(site.statement, partner.statement))
+        if update is None:
+            return True
+        start = self.analysis.index.start
+        kept = {origin for origin, _ in walk(cut)}
+        return all(
+            node.site is not None and start[node.site] > start[update]
+            for node in _graph(self._roots(partner), False) - kept
+        )
+
+    def _reads_feeding(
+        self,
+        key: str,
+        cut: Origin,
+        bound: cst.CSTNode,
+        site: _Site,
+        consumers: set[Origin],
+    ) -> list[cst.Name]:
+        """The reads of `key` (bound to `cut`) between its binding and `site` through which
+        every one of `consumers` takes it; empty when some consumer takes it otherwise."""
+        if "." in key:
+            return []
+        start, end = self.analysis.index.start, self.analysis.index.end
+        expected = {consumer.expression for consumer in consumers}
+        reads: list[cst.Name] = []
+        fed: set[cst.CSTNode] = set()
+        for read in self.analysis.occurrences(key, self.analysis.scope_of(site.call)):
+            if not (end[bound] <= start[read] < start[site.statement]):
+                continue
+            if not _is_read(self.analysis, read) or self.provenance.of(read) is not cut:
+                continue
+            taker = self._taker(read)
+            if taker in expected:
+                reads.append(read)
+                fed.add(taker)
+        return reads if fed == expected else []
+
+    def _taker(self, read: cst.Name) -> cst.CSTNode | None:
+        """The expression that takes `read` as an operand (`D(fake)` for `fake`)."""
+        current = self.analysis.parent(read)
+        while current is not None and not isinstance(current, cst.BaseExpression):
+            if isinstance(current, cst.BaseStatement):
+                return None
+            current = self.analysis.parent(current)
+        return current
+
+    def _modules_behind(self, value: Origin) -> set[cst.Call]:
+        """The constructors of the modules whose parameters `value`'s graph reaches; empty
+        when some part of it is a leaf or a call gradfix cannot place."""
+        modules: set[cst.Call] = set()
+        for origin, certain in walk(value):
+            if not certain or not origin.followed or _opaque(origin):
+                return set()
+            if origin.kind is OriginKind.LEAF or (
+                origin.kind is OriginKind.FORWARD and origin.module
+            ):
+                call = origin.site
+                constructor = (
+                    self.provenance.module_constructor(call.func)
+                    if isinstance(call, cst.Call) and _names_one_module(call.func)
+                    else None
+                )
+                if constructor is None:
+                    return set()
+                modules.add(constructor)
+        return modules
+
+    def _zero_grad_between(
+        self, site: _Site, partner: _Site, modules: set[cst.Call]
+    ) -> cst.Call | None:
+        """The `zero_grad()` in `site`'s block, between it and `partner`, that clears the
+        gradients of all `modules`, when nothing before it reads or steps them."""
+        for node in self._nodes_between(site.statement, partner.statement):
+            if isinstance(node, cst.Attribute) and node.attr.value == "grad":
+                return None
+            if not isinstance(node, cst.Call):
+                continue
+            if _method(node) == "zero_grad" and modules <= self._cleared_by(node):
+                block = _block_of(self.analysis, node)
+                return node if block is _block_of(self.analysis, site.statement) else None
+            if not self._leaves_gradients_of(node, modules):
+                return None
+        return None
+
+    def _cleared_by(self, zero_grad: cst.Call) -> set[cst.Call]:
+        """The modules `module.zero_grad()` or `optimizer.zero_grad()` clears."""
+        receiver = zero_grad.func.value  # type: ignore[attr-defined]
+        constructor = self.provenance.module_constructor(receiver)
+        if constructor is None:
+            return set()
+        if (self.analysis.qualified_name(constructor.func) or "").startswith("torch.optim."):
+            return self._stepped_modules(constructor)
+        return {constructor}
+
+    def _stepped_modules(self, optimizer: cst.Call) -> set[cst.Call]:
+        """The constructors of the modules whose `.parameters()` `optimizer` is given."""
+        owners = [
+            self.provenance.module_constructor(owner) for owner in _parameter_owners(optimizer)
+        ]
+        return set() if None in owners else set(owners)  # type: ignore[arg-type]
+
+    def _leaves_gradients_of(self, call: cst.Call, modules: set[cst.Call]) -> bool:
+        """Whether `call` neither reads nor changes the gradients of `modules`: not a
+        backward, not a step of an optimizer that may hold their parameters, not a call
+        given one of them (`clip_grad_norm_(G.parameters())`), not a function of the file."""
+        method = _method(call)
+        if method == "backward" or self.analysis.qualified_name(call.func) in _FORMS:
+            return False
+        if method == "step" and _updates_parameters(self.analysis, self.provenance, call):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            optimizers = [receiver, *(arg.value for arg in call.args)]
+            for optimizer in optimizers:
+                constructor = self.provenance.module_constructor(optimizer)
+                stepped = self._stepped_modules(constructor) if constructor else set()
+                if optimizer is receiver and not stepped and call.args:
+                    continue  # `scaler.step(opt)`: the optimizer is the argument
+                if not stepped or self._overlap(stepped, modules):
+                    return False
+            return True
+        if self.analysis.function_named(self.analysis.value_of(call.func)) is not None:
+            return False
+        for owner in _parameter_owners(call):
+            if self.provenance.module_constructor(owner) in modules | {None}:
+                return False
+        arguments = [arg.value for arg in call.args]
+        return not any(self.provenance.module_constructor(arg) in modules for arg in arguments)
+
+    def _overlap(self, some: set[cst.Call], others: set[cst.Call]) -> bool:
+        """Whether a module of `some` may share parameters with one of `others`: the same
+        module, or one built with (or, for a class of this file, building) the other."""
+        for module in some:
+            for other in others:
+                if module is other or self._may_contain(module, other):
+                    return True
+                if self._may_contain(other, module):
+                    return True
+        return False
+
+    def _may_contain(self, container: cst.Call, module: cst.Call) -> bool:
+        """`container` is given `module` (`nn.Sequential(encoder, head)`), or its class, in
+        this file, builds modules of `module`'s class."""
+        for node in self.analysis.descendants(container):
+            if (
+                isinstance(node, (cst.Name, cst.Attribute))
+                and self.provenance.module_constructor(node) is module
+            ):
+                return True
+        func = container.func
+        info = self.analysis.index.classes.get(func.value) if isinstance(func, cst.Name) else None
+        if info is None:
+            return False
+        built = self.analysis.code_of(module.func)
+        return any(
+            isinstance(node, cst.Call) and self.analysis.code_of(node.func) == built
+            for method in info.methods.values()
+            for node in self.analysis.descendants(method)
+        )
+
     # -- findings ---------------------------------------------------------------------------
     def _pair_finding(self, site: _Site, partner: _Site, sharing: _Sharing) -> RuleFinding:
         call, other = self._label(site.call), self._label(partner.call)
         shared = self._describe(sharing.nodes[0])
         line = self._line(partner.call)
+        detach = self._detach_instead(site, partner)
+        if detach is not None:
+            return self._detach_finding(site, partner, detach)
         update = self._first_update(self._nodes_between(site.statement, partner.statement))
         if update is not None:
             message = (
@@ -450,6 +903,22 @@ class _Checker:
             message += f"; as nothing runs between them, {self._sum_hint(site, partner)}"
         replacement = _with_retain_graph(site.call, cst.Name("True"))
         return RuleFinding(site.call, message + ".", Tier.SAFE, {site.call: replacement})
+
+    def _detach_finding(self, site: _Site, partner: _Site, detach: _Detach) -> RuleFinding:
+        name = self._code(detach.reads[0])
+        message = (
+            f"{self._label(site.call)} backpropagates into `{name}` and frees its graph, which "
+            f"{self._label(partner.call)} (line {self._line(partner.call)}) needs: it raises "
+            f"{_TWICE_ERROR}. The gradients this loss leaves in the modules that made "
+            f"`{name}` are cleared by `{self._code(detach.zero_grad)}` (line "
+            f"{self._line(detach.zero_grad)}) before anything reads them: use "
+            f"`{name}.detach()` in this loss (the discriminator's loss on a generator's "
+            "output), which gives the same update without retaining the graph."
+        )
+        replacements: dict[cst.CSTNode, cst.CSTNode] = {
+            read: method_call(read, "detach") for read in detach.reads
+        }
+        return RuleFinding(site.call, message, Tier.SAFE, replacements)
 
     def _sum_hint(self, first: _Site, second: _Site) -> str:
         roots = [self._code(first.roots[0]), self._code(second.roots[0])]
@@ -533,6 +1002,66 @@ class _Checker:
     def _line(self, node: cst.CSTNode) -> int:
         position = self.analysis.positions.get(node)
         return position.start.line if position is not None else 0
+
+
+# -- detaching helpers -------------------------------------------------------------------------
+def _consumers_apart_from(
+    roots: list[Origin], cut: Origin, later_graph: set[Origin]
+) -> set[Origin] | None:
+    """The origins that take `cut` directly, in the graph of `roots` short of `cut`; None
+    when that graph shares a node with `later_graph`, holds a part gradfix cannot follow, or
+    does not reach `cut` at all."""
+    consumers: set[Origin] = set()
+    reached = False
+    for root in roots:
+        for origin, certain in walk(root, stop=lambda node: node is cut):
+            if origin is cut:
+                reached = True
+                continue
+            if not certain or not origin.followed or _opaque(origin):
+                return None
+            if origin.is_graph_node and origin in later_graph:
+                return None
+            if cut in origin.inputs:
+                consumers.add(origin)
+    return consumers if reached else None
+
+
+def _opaque(origin: Origin) -> bool:
+    """A value whose make-up gradfix cannot see, unless it is proven data (a function's
+    parameter that every caller in the file passes data for)."""
+    return origin.kind in _OPAQUE and origin.grad is not Grad.FREE
+
+
+def _block_of(analysis: FileAnalysis, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The indented block (or module) whose statements include the one holding `node`."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.IndentedBlock, cst.Module)):
+        current = analysis.parent(current)
+    return current
+
+
+def _self_method(call: cst.Call, info: ClassInfo) -> cst.FunctionDef | None:
+    """The method of `info` that `self.<method>(...)` calls."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
+        return info.methods.get(func.attr.value)
+    return None
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _names_one_module(func: cst.BaseExpression) -> bool:
+    """`generator` or `self.netG`: a module named on its own, not a part of another one."""
+    if isinstance(func, cst.Name):
+        return True
+    return (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+    )
 
 
 # -- sharing helpers ---------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Detects in-place writes (`*_` methods such as `add_`, `masked_fill_`, `clamp_`, `normal_`;
 augmented assignment `y += eps`; index assignment `y[mask] = 0`; `out=` arguments;
-`F.relu(t, inplace=True)`, a module built with `inplace=True` called on `t`, or placed right
+`F.relu(t, inplace=True)`, a module built with `inplace=True` called on `t` (also one taken
+from a module-level table of instances, `self.act = ACTS[name]`), or placed right
 after the layer that made `t` in an `nn.Sequential`) whose target shares storage and version
 counter (through names, views, `.detach()` and earlier in-place results, as provenance follows
 them) with a tensor an op saved for backward: its output (sigmoid, tanh, exp, softmax, ...) or
@@ -22,7 +23,10 @@ Rewrites with the smallest edit: the out-of-place form at the write (`y = y + ep
 tensor is read afterwards; otherwise `.clone()` where the written alias is made: at the
 `.detach()` it was taken with (`d = y.detach().clone()`), at the op whose saved output it is
 (`y = torch.sigmoid(x).clone()`), or where the saving op reads a saved input
-(`q @ self.queue.T.clone()`). One finding per saved tensor, at the first write that breaks it.
+(`q @ self.queue.T.clone()`). An in-place module called elsewhere too (or shared through a
+table) given a saving op's result directly gets a copy of it at that call
+(`self.act(torch.sigmoid(x).clone())`): its flag stays for its other callers. One finding per
+saved tensor, at the first write that breaks it.
 """
 
 from __future__ import annotations
@@ -138,7 +142,10 @@ class InplaceOnSaved(Rule):
         "`inplace=False`) when no other alias of the saved tensor is read afterwards, "
         "otherwise a `.clone()` where the written alias is made (`d = y.detach().clone()`, "
         "`y = torch.sigmoid(x).clone()`) or where the saving op reads it "
-        "(`q @ self.queue.T.clone()`, as MoCo does).\n\n"
+        "(`q @ self.queue.T.clone()`, as MoCo does). An in-place module called elsewhere "
+        "too (one `nn.ReLU(inplace=True)` used twice, or shared through a table of "
+        "activations) keeps its flag: the call that overwrites a saved output gets a copy, "
+        "`self.act(torch.sigmoid(x).clone())`.\n\n"
         "Left alone: writes to outputs of ops that save nothing (`out += identity` after "
         "batch norm, `bn(x).relu_()`, add, cat, views of a sum), clones, values made under "
         "`no_grad`, writes after the last backward, `masked_fill_` on attention scores "
@@ -212,6 +219,9 @@ class _Checker:
         flag = self._inplace_flag(call)
         if flag is not None and positional:
             yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
+        elif positional and self._shared_inplace_entry(call.func) is not None:
+            # No flag to flip: the instance is shared with every other user of the table.
+            yield _Write(call, positional[0], WriteKind.FLAG, call)
         out = keyword_argument(call, "out")
         if out is not None and qualified is not None and qualified.startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
@@ -227,6 +237,48 @@ class _Checker:
         if constructor is None:
             return None
         return _flag_argument(constructor, self.analysis.qualified_name(constructor.func))
+
+    def _shared_inplace_entry(self, module: cst.BaseExpression) -> cst.Call | None:
+        """The in-place entry (`nn.ReLU(inplace=True)`) of a module-level table of module
+        instances that `module` is taken from: `ACTS[name]`, or `self.act` that its class
+        only ever assigns from `ACTS[...]`."""
+        lookups: list[cst.BaseExpression] = [module]
+        key = target_key(module)
+        if key is not None and not key.startswith("self."):
+            return None
+        if key is not None:
+            info = self.analysis.class_of(self.analysis.scope_of(module))
+            if info is None:
+                return None
+            lookups = []
+            for occurrence in self.analysis.self_attribute_occurrences(info.name, key[5:]):
+                target = self.analysis.parent(occurrence)
+                assign = self.analysis.parent(target) if target is not None else None
+                if isinstance(target, cst.AssignTarget) and isinstance(assign, cst.Assign):
+                    lookups.append(assign.value)
+                elif not self.analysis.is_load(occurrence):
+                    return None
+        entries = {self._inplace_table_entry(lookup) for lookup in lookups}
+        return entries.pop() if len(entries) == 1 else None
+
+    def _inplace_table_entry(self, lookup: cst.BaseExpression) -> cst.Call | None:
+        """For `TABLE[...]` with `TABLE = {"relu": nn.ReLU(inplace=True), ...}` bound once at
+        module level, the entry built with `inplace=True`."""
+        if not isinstance(lookup, cst.Subscript) or not isinstance(lookup.value, cst.Name):
+            return None
+        module_bindings = self.provenance.bindings(self.analysis.module).final
+        bindings = module_bindings.get(lookup.value.value, frozenset())
+        table = next(iter(bindings)).value if len(bindings) == 1 else None
+        if not isinstance(table, cst.Dict):
+            return None
+        in_place = [
+            element.value
+            for element in table.elements
+            if isinstance(element, cst.DictElement)
+            and isinstance(element.value, cst.Call)
+            and _flag_argument(element.value, self.analysis.qualified_name(element.value.func))
+        ]
+        return in_place[0] if len(in_place) == 1 else None
 
     def _sequential(self, call: cst.Call) -> Iterator[RuleFinding]:
         """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`: the in-place layer
@@ -577,6 +629,9 @@ class _Checker:
     ) -> _Fix:
         if self._is_leaf(alias.base) or self._is_parameter(alias):
             return _Fix(Tier.REPORT, "It is a parameter: update it after backward instead.", {})
+        fresh = output_saver is not None and self._writes_fresh_output(write, alias)
+        if fresh and (write.flag is None or self._shared_instance(write)):
+            return self._copy_passed(write)
         out_of_place = self._out_of_place(write, alias)
         if out_of_place is not None:
             return out_of_place
@@ -589,6 +644,43 @@ class _Checker:
         if output_saver is not None:
             return self._clone_where_made(alias)
         return self._clone_where_read(alias, input_savers)
+
+    def _writes_fresh_output(self, write: _Write, alias: _Alias) -> bool:
+        """An in-place call given the saving op's result directly (`act(torch.sigmoid(x))`):
+        nothing else holds that result, so passing a copy changes no value anyone reads."""
+        return write.kind is WriteKind.FLAG and alias.base.expression is write.target
+
+    def _shared_instance(self, write: _Write) -> bool:
+        """Whether the in-place module the write calls is called elsewhere too: flipping its
+        `inplace` flag would change those calls as well (one that drops the result relies on
+        the write), so the fix stays at this call."""
+        assert write.call is not None
+        func = write.call.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return False
+        constructor = self.provenance.module_constructor(func)
+        qualified = self.analysis.qualified_name(constructor.func) if constructor else None
+        if constructor is None or _flag_argument(constructor, qualified) is not write.flag:
+            return False  # the flag is the call's own (`F.relu(x, inplace=True)`)
+        name = func.value if isinstance(func, cst.Name) else func.attr.value
+        return any(
+            call is not write.call and self.provenance.module_constructor(call.func) is constructor
+            for call in self.analysis.index.calls_by_name.get(name, [])
+        )
+
+    def _copy_passed(self, write: _Write) -> _Fix:
+        """`act(torch.sigmoid(x).clone())`: the in-place module overwrites a copy, and keeps
+        working in place wherever else it is called."""
+        assert write.call is not None
+        module = self._code(write.call.func)
+        cloned = _cloned(write.target)
+        advice = f"Pass it a copy, `{module}({self._code(cloned)})`"
+        shared = self._shared_inplace_entry(write.call.func) if write.flag is None else None
+        if shared is not None:
+            advice += f": `{module}` may be the shared `{self._code(shared)}`, whose other users"
+        else:
+            advice += f": `{module}` is called elsewhere too, and those calls"
+        return _Fix(Tier.SAFE, advice + " keep working in place.", {write.target: cloned})
 
     def _out_of_place(self, write: _Write, alias: _Alias) -> _Fix | None:
         """`y = y + eps`, `y = y.clamp(...)`, `.masked_fill(...)`, `inplace=False`: only when
