@@ -207,7 +207,7 @@ class FileAnalysis:
     @cached_property
     def _module_calls(self) -> dict[str, list[cst.Call]]:
         calls: dict[str, list[cst.Call]] = {}
-        for node in self.index.parents:
+        for node in self.index.of_types(cst.Call):
             if isinstance(node, cst.Call) and self.statement_of(node) is not None:
                 callee = self.value_of(node.func)
                 if callee.kind is Kind.MODULE and callee.cls is not None:
@@ -260,7 +260,7 @@ class FileAnalysis:
     @cached_property
     def _has_walrus(self) -> bool:
         """Whether the file has a `:=` at all (looking for one in every statement is slow)."""
-        return any(isinstance(node, cst.NamedExpr) for node in self.index.parents)
+        return bool(self.index.of_types(cst.NamedExpr))
 
     @cached_property
     def training(self) -> TrainingSteps:

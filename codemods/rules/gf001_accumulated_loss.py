@@ -109,7 +109,7 @@ class AccumulatedLoss(Rule):
 
 # -- what it detects ------------------------------------------------------------------------
 def _accumulations(analysis: FileAnalysis) -> Iterator[_Accumulation]:
-    for statement in list(analysis.index.parents):
+    for statement in analysis.index.of_types(cst.AugAssign, cst.Assign, cst.Expr):
         if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
             yield _Accumulation(statement, statement.target, statement.value)
         elif isinstance(statement, cst.Assign) and len(statement.targets) == 1:

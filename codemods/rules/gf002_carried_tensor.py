@@ -164,9 +164,8 @@ class _Carry:
 
 def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
-    for node in analysis.index.parents:
-        if not isinstance(node, cst.Assign):
-            continue
+    for node in analysis.index.of_types(cst.Assign):
+        assert isinstance(node, cst.Assign)
         for assign_target in node.targets:
             for target in _stored_names(assign_target.target):
                 key = target_key(target)
@@ -523,7 +522,7 @@ def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: cst
         and isinstance(node.value, cst.Call)
         and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
         and _takes_parameters_of(analysis, node.value, value.func)
-        for node in analysis.index.parents
+        for node in analysis.index.of_types(cst.Assign)
     )
 
 
@@ -947,7 +946,7 @@ class _KeptStore:
 
 
 def _kept_stores(analysis: FileAnalysis) -> Iterator[_KeptStore]:
-    for node in analysis.index.parents:
+    for node in analysis.index.of_types(cst.Expr, cst.Assign):
         if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
             func = node.value.func
             if (

@@ -212,7 +212,7 @@ class SharedGraphBackward(Rule):
 def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
     """The backward calls of each function body (and of the module), in source order."""
     sites: dict[ScopeNode, list[_Site]] = {}
-    for node in analysis.index.parents:
+    for node in analysis.index.of_types(cst.Call):
         if isinstance(node, cst.Call):
             site = _site(analysis, node)
             if site is not None:

@@ -196,7 +196,7 @@ class _Checker:
 
     # -- what it detects ----------------------------------------------------------------
     def _writes(self) -> Iterator[_Write]:
-        for node in self.analysis.index.parents:  # source order
+        for node in self.analysis.index.of_types(cst.AugAssign, cst.Assign, cst.Call):
             if isinstance(node, cst.AugAssign):
                 target = node.target
                 if isinstance(target, cst.Subscript):
@@ -511,9 +511,9 @@ class _Checker:
     def _nodes(self, scope: ScopeNode) -> list[cst.CSTNode]:
         """The scope's calls, operators and assignments, in source order."""
         if not self._by_scope:
-            for node in self.analysis.index.parents:
-                if isinstance(node, (cst.Call, cst.BinaryOperation, cst.Assign)):
-                    self._by_scope.setdefault(self.analysis.scope_of(node), []).append(node)
+            index = self.analysis.index
+            for node in index.of_types(cst.Call, cst.BinaryOperation, cst.Assign):
+                self._by_scope.setdefault(self.analysis.scope_of(node), []).append(node)
         return self._by_scope.get(scope, [])
 
     def _backward_statements(self, scope: ScopeNode) -> list[cst.CSTNode]:
@@ -590,7 +590,7 @@ class _Checker:
             receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
             if receiver is not None and self.analysis.code_of(receiver) == key:
                 return True
-        for node in self.analysis.index.parents:
+        for node in self.analysis.index.of_types(cst.For):
             if not (
                 isinstance(node, cst.For)
                 and isinstance(node.iter, cst.Call)
