@@ -9,8 +9,11 @@ fixes with one LibCST transformer; re-parse the result before handing it back.
 from __future__ import annotations
 
 import ast
+import gc
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -48,8 +51,30 @@ RECURSION_LIMIT = 20_000
 MAX_EXTRA_ROUNDS = 3
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while one file is parsed and analysed: LibCST's
+    and `ast`'s trees are millions of small objects, which it would otherwise traverse again
+    and again (about half of LibCST's parse time, four fifths of `ast.parse`'s), though they
+    hold no cycles and reference counting frees them. It runs again between files."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def process_source(
     source: bytes, options: RunOptions, *, notebook: bool = False, round_: int = 0
+) -> SourceResult:
+    with collector_paused():
+        return _process_source(source, options, notebook=notebook, round_=round_)
+
+
+def _process_source(
+    source: bytes, options: RunOptions, *, notebook: bool, round_: int
 ) -> SourceResult:
     """`notebook`: the joined code cells of a notebook, each compile-checked on its own already
     (IPython compiles cell by cell: `await` at the top level, `from __future__` in a later
