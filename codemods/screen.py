@@ -22,7 +22,6 @@ from codemods.analysis.torch_api import (
     EVALUATION_NAME,
     FORWARD_METHODS,
     FUNCTIONAL_LOSSES,
-    NON_WRITING_UNDERSCORE_METHODS,
     SCHEDULER_NAME,
 )
 from codemods.rules import Rule
@@ -30,7 +29,7 @@ from codemods.rules.gf001_accumulated_loss import AccumulatedLoss
 from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
-from codemods.screen_inplace import may_break_saved
+from codemods.screen_inplace import end_line, may_break_saved, qualified_name
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
@@ -162,10 +161,10 @@ def _graph_source(facts: _Facts, text: str, module: ast.Module) -> bool:
 def _builds_graph(module: ast.Module, facts: _Facts) -> bool:
     for node in ast.walk(module):
         if isinstance(node, ast.ClassDef):
-            if any(_qualified(base, facts.imports) in MODULE_BASES for base in node.bases):
+            if any(qualified_name(base, facts.imports) in MODULE_BASES for base in node.bases):
                 return True
         elif isinstance(node, ast.Call):
-            qualified = _qualified(node.func, facts.imports) or ""
+            qualified = qualified_name(node.func, facts.imports) or ""
             if qualified in FUNCTIONAL_LOSSES:
                 return True
             if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
@@ -216,7 +215,7 @@ class _Walker:
             self.statements(node.body, inner, owner=node)
             return
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            facts.loops.append((node.body[0].lineno, _end(node.body[-1])))
+            facts.loops.append((node.body[0].lineno, end_line(node.body[-1])))
             batches = context.in_batch_loop or (
                 isinstance(node, (ast.For, ast.AsyncFor)) and self._iterates_batches(node.iter)
             )
@@ -247,7 +246,7 @@ class _Walker:
         self.statements(node.body, _Context(node, in_forward=forward))
 
     def _iterates_batches(self, iterable: ast.expr) -> bool:
-        source = "\n".join(self.lines[iterable.lineno - 1 : _end(iterable)])
+        source = "\n".join(self.lines[iterable.lineno - 1 : end_line(iterable)])
         return bool(BATCHES_TEXT.search(source))
 
     # GF001: `_accumulations` and `_initial_value`; GF002: `_carries` and `_kept_stores`.
@@ -330,7 +329,7 @@ class _Walker:
             # An imported function of another library (or a relative import) returns a value
             # the analysis does not know; a conventionally named criterion is the exception.
             return isinstance(func, ast.Name) and func.id in CONVENTIONAL_CRITERIA
-        qualified = _qualified(func, self.facts.imports) or ""
+        qualified = qualified_name(func, self.facts.imports) or ""
         return not qualified.rsplit(".", 1)[-1][:1].isupper()  # `nn.Linear(...)`
 
     def _plain_bindings(self, context: _Context) -> dict[str, list[ast.expr] | None]:
@@ -465,34 +464,6 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
 
     visit(owner.body)  # type: ignore[attr-defined]
     return bindings
-
-
-def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:
-    """`imports.qualify`: the name a dotted expression spells through the imports."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id not in aliases:
-        return None
-    return ".".join([aliases[node.id], *reversed(parts)])
-
-
-def _writes_data(method: str) -> bool:
-    """`gf004_inplace_on_saved._writes_data`."""
-    return (
-        method.endswith("_")
-        and not method.startswith("_")
-        and method not in NON_WRITING_UNDERSCORE_METHODS
-    )
-
-
-def _is_true(node: ast.expr | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is True
-
-
-def _end(node: ast.AST) -> int:
-    return getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
 
 
 def _is_self(node: ast.expr) -> bool:

@@ -309,7 +309,7 @@ class _InplaceScreen:
     def _grad_disabled(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         for decorator in function.decorator_list:
             callee = decorator.func if isinstance(decorator, ast.Call) else decorator
-            if disables_grad(_qualified(callee, self.imports)):
+            if disables_grad(qualified_name(callee, self.imports)):
                 return True
         return False
 
@@ -322,20 +322,20 @@ class _InplaceScreen:
                 yield (
                     node,
                     target.value if isinstance(target, ast.Subscript) else target,
-                    _end(node),
+                    end_line(node),
                 )
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Subscript):
-                        yield node, target.value, _end(node)
+                        yield node, target.value, end_line(node)
             elif isinstance(node, ast.Call):
                 for written in self._call_writes(node):
-                    yield node, written, _end(node)
+                    yield node, written, end_line(node)
 
     def _call_writes(self, call: ast.Call) -> Iterator[ast.expr]:
         func = call.func
         positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
-        qualified = _qualified(func, self.imports)
+        qualified = qualified_name(func, self.imports)
         if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
             yield func.value
         if positional and (self._in_place_flag(call, qualified) or self._layer_call(call)):
@@ -370,23 +370,26 @@ class _InplaceScreen:
         if isinstance(node, ast.BinOp):
             key = _operator_key(node)
             return key in _INPUT_SAVING_KEYS or key in _OUTPUT_SAVING_KEYS
-        if not isinstance(node, ast.Call):
-            return False
-        func = node.func
-        qualified = _qualified(func, self.imports)
+        return isinstance(node, ast.Call) and self._call_in(node, _SAVING_KEYS, self.saving_modules)
+
+    def _call_in(self, call: ast.Call, keys: frozenset[str], modules: set[str]) -> bool:
+        """Whether the call may be an op of `keys` (the table's), a call of a module bound to
+        a name of `modules`, or a call provenance follows into (the file's functions)."""
+        func = call.func
+        qualified = qualified_name(func, self.imports)
         if qualified is not None and qualified.startswith("torch."):
-            return qualified in _SAVING_KEYS  # a module's constructor builds, it does not run
+            return qualified in keys  # a module's constructor builds, it does not run
         if isinstance(func, ast.Name):
-            return func.id in self.function_names or func.id in self.saving_modules
+            return func.id in self.function_names or func.id in modules
         if isinstance(func, ast.Attribute):
             return (
-                f"Tensor.{func.attr}" in _SAVING_KEYS
+                f"Tensor.{func.attr}" in keys
                 or func.attr in self.function_names
-                or func.attr in self.saving_modules
+                or func.attr in modules
                 or func.attr == "forward"
             )
         if isinstance(func, ast.Subscript):
-            return _identifier(func.value) in self.saving_modules
+            return _identifier(func.value) in modules
         return True  # `self.get_embeddings()(ids)`: provenance may find the module
 
     def _builds_saving_module(self, call: ast.Call) -> bool | None:
@@ -395,7 +398,7 @@ class _InplaceScreen:
         func = call.func
         if isinstance(func, ast.Name) and func.id in self.class_names:
             return True
-        qualified = _qualified(func, self.imports)
+        qualified = qualified_name(func, self.imports)
         if qualified is None or not qualified.startswith("torch.nn."):
             return None
         if not qualified.rsplit(".", 1)[-1][:1].isupper():
@@ -403,7 +406,7 @@ class _InplaceScreen:
         return qualified in _SAVING_KEYS or qualified in _CONTAINER_MODULES
 
     def _builds_output_saving_module(self, call: ast.Call) -> bool:
-        qualified = _qualified(call.func, self.imports)
+        qualified = qualified_name(call.func, self.imports)
         if qualified is None or qualified in _CONTAINER_MODULES:
             return True  # a class of the file, a container of layers
         return qualified in _OUTPUT_SAVING_KEYS
@@ -411,7 +414,7 @@ class _InplaceScreen:
     def _builds_torch_layer(self, call: ast.Call) -> bool:
         """`nn.Linear(...)`: a layer of the table, not a view (`nn.Identity`), not built in
         place."""
-        qualified = _qualified(call.func, self.imports)
+        qualified = qualified_name(call.func, self.imports)
         if qualified not in _SAVING_KEYS or qualified in _CONTAINER_MODULES:
             return False
         op = saved_ops.op_saving(qualified)
@@ -470,7 +473,7 @@ class _InplaceScreen:
         """What a call's value may alias (`provenance._call`); adds the names it adds itself."""
         func = call.func
         arguments: list[ast.AST] = list(call.args) + [k.value for k in call.keywords]
-        qualified = _qualified(func, self.imports)
+        qualified = qualified_name(func, self.imports)
         if _makes_leaf(call):
             names.add(_LEAF)
         if qualified is not None:
@@ -533,24 +536,9 @@ class _InplaceScreen:
         layer), or is a call provenance follows into."""
         if isinstance(op, ast.BinOp):
             return _operator_key(op) in _OUTPUT_SAVING_KEYS
-        if not isinstance(op, ast.Call):
-            return False
-        func = op.func
-        qualified = _qualified(func, self.imports)
-        if qualified is not None and qualified.startswith("torch."):
-            return qualified in _OUTPUT_SAVING_KEYS
-        if isinstance(func, ast.Name):
-            return func.id in self.function_names or func.id in self.output_modules
-        if isinstance(func, ast.Attribute):
-            return (
-                f"Tensor.{func.attr}" in _OUTPUT_SAVING_KEYS
-                or func.attr in self.function_names
-                or func.attr in self.output_modules
-                or func.attr == "forward"
-            )
-        if isinstance(func, ast.Subscript):
-            return _identifier(func.value) in self.output_modules
-        return True
+        return isinstance(op, ast.Call) and self._call_in(
+            op, _OUTPUT_SAVING_KEYS, self.output_modules
+        )
 
 
 class _Flow:
@@ -773,7 +761,7 @@ def _self_key(node: ast.AST) -> str | None:
     return None
 
 
-def _qualified(node: ast.expr, aliases: dict[str, str]) -> str | None:
+def qualified_name(node: ast.expr, aliases: dict[str, str]) -> str | None:
     """`imports.qualify`: the name a dotted expression spells through the imports."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -797,5 +785,5 @@ def _is_true(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
-def _end(node: ast.AST) -> int:
+def end_line(node: ast.AST) -> int:
     return getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
