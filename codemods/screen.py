@@ -199,6 +199,7 @@ class _Walker:
         self.lines = lines
         self.module = module
         self.bindings: dict[ast.AST, dict[str, list[ast.expr] | None]] = {}
+        self.evaluating: dict[ast.AST, bool] = {}
 
     def statements(self, body: list[ast.stmt], context: _Context, owner: ast.AST | None = None):
         for statement in body:
@@ -346,8 +347,13 @@ class _Walker:
         self.facts.loop_store = True
         if kept and context.in_batch_loop:
             self.facts.batch_loop_store = True
-        if kept and context.function is not None and _evaluates(context.function):
+        if kept and context.function is not None and self._evaluates(context.function):
             self.facts.evaluation_store = True
+
+    def _evaluates(self, function: _Function) -> bool:
+        if function not in self.evaluating:  # once per function, not once per store
+            self.evaluating[function] = _evaluates(function)
+        return self.evaluating[function]
 
 
 def _evaluates(function: _Function) -> bool:
