@@ -85,7 +85,6 @@ class _Facts:
     evaluation_store: bool = False  # GF002: a kept store in a loop of an evaluation function
     method_self_store: bool = False  # GF002: `self.x = ...` in a method other than __init__
     autograd_alias: bool = False  # GF003: `from torch.autograd import grad as g`
-    write: bool = False  # GF004: an augmented or index assignment that may write a tensor
     imports: dict[str, str] = field(default_factory=dict)  # `imports.import_aliases`
     graph_source: bool | None = None  # `_graph_source`, once asked
     classes: set[str] = field(default_factory=set)  # classes defined or imported by name
@@ -256,12 +255,9 @@ class _Walker:
             self.facts.meter_class = True
         if isinstance(node.op, ast.Add):
             self._accumulation(node.target, node.value, context)
-        if isinstance(node.target, ast.Subscript) or _key(node.target) is not None:
-            self.facts.write = True
 
     def _assign(self, node: ast.Assign, context: _Context) -> None:
         indexed = any(isinstance(target, ast.Subscript) for target in node.targets)
-        self.facts.write |= indexed
         self._store(context, kept=indexed)
         method = context.function is not None and context.function.name != "__init__"
         if method and any(_self_attribute(target) for target in node.targets):
@@ -307,15 +303,21 @@ class _Walker:
             if context.in_loop or not in_init:
                 self.facts.accumulation = True
 
-    def _may_be_loss(self, operand: ast.expr, context: _Context) -> bool:
+    def _may_be_loss(
+        self, operand: ast.expr, context: _Context, following: frozenset[str] = frozenset()
+    ) -> bool:
         """Whether the accumulated value may be a graph-attached loss or scalar (GF001's
         `operand.loss or operand.scalar`): not a literal, a display, a comparison, a number
-        builtin's result, or a class built (`self.layers.append(Block(config))`)."""
+        builtin's result, or a class built (`self.layers.append(Block(config))`).
+        `following`: the names whose bindings are being read (`tmp = a; a = b; b = tmp`)."""
         if isinstance(operand, _NEVER_LOSSES):
             return False
         if isinstance(operand, ast.Name):
             values = self._plain_bindings(context).get(operand.id)
-            return values is None or any(self._may_be_loss(v, context) for v in values)
+            if values is None or operand.id in following:
+                return values is None
+            inner = following | {operand.id}
+            return any(self._may_be_loss(value, context, inner) for value in values)
         if not isinstance(operand, ast.Call):
             return True
         func = operand.func

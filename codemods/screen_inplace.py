@@ -33,9 +33,7 @@ _INPLACE_LAYER_TEXT = re.compile(r"inplace\s*=\s*True|\(\s*True\s*[,)]")
 _LEAF = "<leaf>"
 _LEAF_ATTRIBUTES = frozenset({"weight", "bias"})
 _LEAF_CALLS = frozenset({"Parameter", "requires_grad_", "parameters"})
-# Views that provenance reads off an attribute (`x.T`), and methods through which a
-# container's element comes out (`provenance._ELEMENT_METHODS`).
-_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+# Methods through which a container's element comes out (`provenance._ELEMENT_METHODS`).
 _ELEMENT_METHODS = frozenset({"pop", "get", "popleft", "__getitem__"})
 # Builtins whose result is a number, a string or an iterator, never a saving op.
 _NOT_OPS = frozenset(
@@ -607,6 +605,7 @@ class _Flow:
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar)):
             return self._loop(node, env)
         self.before[node] = env
+        self._inner_bindings(node, env)
         env = dict(env)
         if isinstance(node, ast.If):
             return self._merge([self._run(node.body, env), self._run(node.orelse, env)])
@@ -626,11 +625,6 @@ class _Flow:
                 self._bind(node, ast.Name(alias.asname or alias.name.split(".")[0]), set(), env)
             return env
         before = self.before[node]
-        for inner in ast.walk(node):  # `:=` and comprehension targets, by name
-            if isinstance(inner, ast.NamedExpr):
-                self.classes.union(aliases(inner.target, before) | aliases(inner.value, before))
-            elif isinstance(inner, ast.comprehension):
-                self.classes.union(aliases(inner.target, before) | aliases(inner.iter, before))
         if isinstance(node, ast.Assign):
             value = aliases(node.value, before)
             for target in node.targets:
@@ -641,6 +635,19 @@ class _Flow:
             # `xs += [x]` extends in place; `h += r` keeps `h`'s own storage either way.
             self.classes.union(aliases(node.target, before) | aliases(node.value, before))
         return env
+
+    def _inner_bindings(self, statement: ast.stmt, env: _Env) -> None:
+        """`:=` and comprehension targets in what a statement evaluates, joined by name with
+        what they are bound to."""
+        aliases = self.screen.aliases
+        for expression in _evaluated_first(statement):
+            for inner in ast.walk(expression):
+                if isinstance(inner, ast.NamedExpr):
+                    target = aliases(inner.target, env)
+                    self.bound_by.setdefault(statement, set()).update(target)
+                    self.classes.union(target | aliases(inner.value, env))
+                elif isinstance(inner, ast.comprehension):
+                    self.classes.union(aliases(inner.target, env) | aliases(inner.iter, env))
 
     def _case(self, node: ast.Match, case: ast.match_case, env: _Env) -> _Env:
         env = dict(env)
@@ -658,6 +665,7 @@ class _Flow:
         for name in sorted(_bound_names(node)):
             entry[name] = self._new(name, {env[name]} if name in env else set())
         self.before[node] = entry if isinstance(node, (ast.While, ast.Try, ast.TryStar)) else env
+        self._inner_bindings(node, self.before[node])
         inside = dict(entry)
         if isinstance(node, (ast.For, ast.AsyncFor)):
             self._bind(node, node.target, self.screen.aliases(node.iter, env), inside)
@@ -681,6 +689,24 @@ class _Flow:
             else:
                 merged[name] = self._new(name, versions)
         return merged
+
+
+def _evaluated_first(node: ast.stmt) -> list[ast.AST]:
+    """What a statement evaluates itself, before (or apart from) the statements it holds: the
+    whole of a simple statement, the test of an `if`, the iterable of a `for`."""
+    if isinstance(node, (ast.If, ast.While)):
+        return [node.test]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [node.iter]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in node.items]
+    if isinstance(node, ast.Match):
+        return [node.subject, *(case.guard for case in node.cases if case.guard is not None)]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return list(node.decorator_list)
+    if isinstance(node, (ast.Try, ast.TryStar)):
+        return []
+    return [node]
 
 
 def _bound_names(node: ast.stmt) -> set[str]:

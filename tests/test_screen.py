@@ -168,6 +168,7 @@ x = model(torch.randn(2, 4))
         ("mask = torch.zeros(4)\nmask[0] = 1", False),  # nothing saved it
         ("y = torch.sigmoid(x)\ny.data.zero_()", False),  # `.data` has no history
         ("w = x + 1\nw.add_(1)\nz = torch.log(w)", False),  # written before it is saved
+        ("if (y := torch.sigmoid(x)) is not None:\n    y[0] = 1", True),  # bound in a test
         ("@torch.no_grad()\ndef f(x):\n    y = torch.sigmoid(model(x))\n    y[0] = 1", False),
     ],
 )
@@ -187,6 +188,8 @@ def test_gf001_needs_an_accumulated_value_that_may_be_a_loss() -> None:
     assert "GF001" not in _wanted(built)
     assert "GF001" not in _wanted(TRAINING.replace("total += loss", "total += float(loss)"))
     assert "GF001" in _wanted(TRAINING.replace("total += loss", "totals.append(loss)"))
+    swapped = TRAINING.replace("total += loss", "a = b\n    b = a\n    total += a")
+    assert "GF001" not in _wanted(swapped)  # names bound only to each other hold no loss
 
 
 def test_disabled_screen_wants_every_rule(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,10 +19,11 @@ STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
 FORWARD_METHODS = frozenset({"forward", "__call__"})
-# Functions named for inference or evaluation (`predict`, `generate`, `evaluate`, `validate`).
-EVALUATION_NAME = re.compile(
-    r"^_*(?:generate|sample|predict|infer|inference|eval|validat)", re.IGNORECASE
-)
+# Functions named for inference (`generate`, `sample`, `predict`), and for inference or
+# evaluation (also `evaluate`, `validate`).
+_INFERENCE_WORDS = "generate|sample|predict|infer|inference"
+INFERENCE_NAME = re.compile(rf"^_*(?:{_INFERENCE_WORDS})", re.IGNORECASE)
+EVALUATION_NAME = re.compile(rf"^_*(?:{_INFERENCE_WORDS}|eval|validat)", re.IGNORECASE)
 # Wrappers of those that projects define for themselves (`smart_inference_mode()`,
 # `@torch_no_grad`): by name only, which can only make gradfix report less.
 GRAD_DISABLING_NAME = re.compile(r"(?:^|[._])(?:no_grad|inference_mode)$")

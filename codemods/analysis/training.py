@@ -10,7 +10,6 @@ directly, or through the file's own functions and methods that the body calls.
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
 
 # Methods that only infer (`generate`, `sample`, `predict_step`): nothing backpropagates through
 # what they return.
-_INFERENCE_NAME = re.compile(r"^_*(?:generate|sample|predict|infer|inference)", re.IGNORECASE)
 
 
 Loop = cst.For | cst.While
@@ -142,7 +140,7 @@ def in_inference_method(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
     scope = analysis.scope_of(node)
     return (
         isinstance(scope, cst.FunctionDef)
-        and bool(_INFERENCE_NAME.match(scope.name.value))
+        and bool(torch_api.INFERENCE_NAME.match(scope.name.value))
         and not analysis.training.function_reaches_step(scope)
     )
 
