@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from codemods import screen
+from codemods import cst_speedups, screen
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
 from codemods.rules import RULES, RuleFinding
@@ -93,7 +93,7 @@ def _process_source(
     if not rules:
         return SourceResult()
     try:
-        module = cst.parse_module(source)
+        module = cst_speedups.parse_module(source)
     except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
         return SourceResult(error=_parse_error_text(source, error), parsed=True)
 

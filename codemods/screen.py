@@ -22,6 +22,9 @@ from codemods.analysis.torch_api import (
     EVALUATION_NAME,
     FORWARD_METHODS,
     FUNCTIONAL_LOSSES,
+    GRAPH_KEEPING_METHODS,
+    GRAPH_LEAVING_METHODS,
+    REDUCING_METHODS,
     SCHEDULER_NAME,
 )
 from codemods.rules import Rule
@@ -47,6 +50,20 @@ _SOURCE_TEXT = re.compile(
     r"Parameter|requires_grad|\.parameters\s*\(|backward|autograd"
     r"|\b(?:criterion|loss_fn|loss_func|loss_function)\s*\("
 )
+# GF001's operand is a loss or a scalar, and the interpreter makes one only from a backward on
+# a name, a criterion (`nn.*Loss`, a functional loss, a conventionally named one) or a
+# reduction over all elements: `x.mean()` with no argument, or torch's `mean(x)`.
+_LOSS_TEXT = re.compile(
+    r"backward|Loss\b|\b(?:criterion|loss_fn|loss_func|loss_function)\s*\(|\b(?:"
+    + "|".join(sorted(name.rsplit(".", 1)[1] for name in FUNCTIONAL_LOSSES))
+    + r")\b"
+)
+_REDUCING = "|".join(sorted(REDUCING_METHODS))
+_WHOLE_REDUCTION_TEXT = re.compile(r"\.[\s\\]*(?:" + _REDUCING + r")[\s\\]*\(\s*(?:#[^\n]*\s*)*\)")
+_ATTRIBUTE_REDUCTION_TEXT = re.compile(
+    r"\b([A-Za-z_][\w.]*?)[\s\\]*\.[\s\\]*(?:" + _REDUCING + r")[\s\\]*\("
+)
+_NAME_REDUCTION_TEXT = re.compile(r"(?<![\w.])(" + _REDUCING + r")[\s\\]*\(")
 _NEVER_LOSSES = (
     ast.Constant,
     ast.JoinedStr,
@@ -60,6 +77,7 @@ _NEVER_LOSSES = (
     ast.Compare,
 )
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "str", "bool", "round", "repr", "range"})
+_DEFINED_TEXT = re.compile(r"\bdef\s+(\w+)")
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -89,6 +107,7 @@ class _Facts:
     graph_source: bool | None = None  # `_graph_source`, once asked
     classes: set[str] = field(default_factory=set)  # classes defined or imported by name
     foreign: set[str] = field(default_factory=set)  # names imported from outside torch
+    defined: set[str] = field(default_factory=set)  # names of the file's functions and methods
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
 
@@ -104,7 +123,10 @@ def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
         return list(rules)  # a notebook's joined cells, which only LibCST may accept
     imports = _import_aliases(module)
     facts = _Facts(
-        imports=imports, classes=_class_names(module), foreign=_foreign_names(module, imports)
+        imports=imports,
+        classes=_class_names(module),
+        foreign=_foreign_names(module, imports),
+        defined=set(_DEFINED_TEXT.findall(text)),
     )
     _Walker(facts, text.splitlines(), module).statements(module.body, _Context())
     return [rule for rule in rules if _SCREENS[type(rule)](facts, text, module)]
@@ -116,7 +138,22 @@ def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
     iterations or calls, outside a forward for a local total, of a value that may be
     graph-attached."""
     accumulates = facts.accumulation or (facts.meter_call and facts.meter_class)
-    return accumulates and _graph_source(facts, text, module)
+    return accumulates and _graph_source(facts, text, module) and _loss_source(facts, text)
+
+
+def _loss_source(facts: _Facts, text: str) -> bool:
+    """Whether the file may make a loss or a scalar (`_LOSS_TEXT`): a reduction is of torch's
+    when its receiver's root or its name is imported from torch."""
+    if _LOSS_TEXT.search(text) or _WHOLE_REDUCTION_TEXT.search(text):
+        return True
+    imports = facts.imports
+    return any(
+        imports.get(match[1].split(".")[0], "").startswith("torch")
+        for match in _ATTRIBUTE_REDUCTION_TEXT.finditer(text)
+    ) or any(
+        imports.get(match[1], "").startswith("torch")
+        for match in _NAME_REDUCTION_TEXT.finditer(text)
+    )
 
 
 def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
@@ -318,6 +355,12 @@ class _Walker:
                 return values is None
             inner = following | {operand.id}
             return any(self._may_be_loss(value, context, inner) for value in values)
+        if isinstance(operand, ast.BinOp):
+            # A loss on either side keeps `loss`; `scalar` needs both sides scalar, and an
+            # attached result an attached side: either way one side may be a loss or scalar.
+            return self._may_be_loss(operand.left, context, following) or self._may_be_loss(
+                operand.right, context, following
+            )
         if not isinstance(operand, ast.Call):
             return True
         func = operand.func
@@ -333,7 +376,23 @@ class _Walker:
             # the analysis does not know; a conventionally named criterion is the exception.
             return isinstance(func, ast.Name) and func.id in CONVENTIONAL_CRITERIA
         qualified = qualified_name(func, self.facts.imports) or ""
-        return not qualified.rsplit(".", 1)[-1][:1].isupper()  # `nn.Linear(...)`
+        short = qualified.rsplit(".", 1)[-1]
+        if short[:1].isupper():
+            return False  # `nn.Linear(...)`
+        if qualified.startswith("torch."):
+            # `interpreter.library_call`: a functional loss, or a reduction over all elements
+            # (`torch.mean(x)`); any other function of torch's gives a tensor that is neither.
+            if qualified in FUNCTIONAL_LOSSES:
+                return True
+            return short in REDUCING_METHODS and len(operand.args) + len(operand.keywords) == 1
+        if isinstance(func, ast.Attribute) and func.attr not in self.facts.defined:
+            # `interpreter.method_call` (unless a class of the file defines the method).
+            if func.attr in GRAPH_LEAVING_METHODS:
+                return False  # `loss.item()`, `loss.detach()`
+            if func.attr in GRAPH_KEEPING_METHODS:
+                reduces = func.attr in REDUCING_METHODS and not (operand.args or operand.keywords)
+                return reduces or self._may_be_loss(func.value, context, following)
+        return True
 
     def _plain_bindings(self, context: _Context) -> dict[str, list[ast.expr] | None]:
         """For the function (or module) of `context`: what each name is bound to by plain
@@ -429,11 +488,18 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
                 bindings[argument.arg] = None
 
     def other(target: ast.AST) -> None:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                bindings[node.id] = None
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                bindings[node.name] = None
+        if isinstance(target, ast.Name):
+            bindings[target.id] = None
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                other(element)
+        elif isinstance(target, ast.Starred):
+            other(target.value)
+        elif isinstance(target, ast.pattern):
+            for node in ast.walk(target):
+                if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                    bindings[node.name] = None
+        # `x.a = v`, `x[i] = v` store into `x`; they do not bind it.
 
     def visit(body: list[ast.stmt]) -> None:
         for statement in body:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from itertools import pairwise
 
 from codemods.analysis import saved_ops
 from codemods.analysis.provenance import FREE_ATTRIBUTES
@@ -48,6 +49,8 @@ _PASSING_BUILTINS = frozenset(
 )
 
 _DISPLAYS = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
+# What a plain name's assignment may give `provenance.module_constructor` (`_assigned_values`).
+_CONSTRUCTOR_PATHS = (ast.Call, ast.Name, ast.Attribute)
 # The table's ops that save a tensor under some requires-grad pattern, without call-shape
 # suffixes (`operator.mul[scalar]`): only these, modules built from them, and the file's own
 # functions (provenance follows them) can save what a write breaks.
@@ -89,6 +92,16 @@ _BINDING_NODES = (
     ast.NamedExpr,
 )
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# `interpreter.builtin_call`: what these builtins return.
+_BUILTIN_KINDS = {
+    **dict.fromkeys(("len", "int", "float", "round", "bool"), "number"),
+    "dict": "dict",
+    "list": "list",
+    "sorted": "list",
+}
+# Fields holding `Load`/`Store`, `Add`, `Eq` and the like: a third of an `ast` tree's nodes,
+# none of which the screen reads.
+_OPERATOR_FIELDS = frozenset({"ctx", "op", "ops"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _Env = dict[str, str]  # a name -> its version where a statement runs
 _Scope = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -96,9 +109,29 @@ _Scope = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | as
 
 def may_break_saved(module: ast.Module, imports: dict[str, str], text: str) -> bool:
     """Whether some in-place write of the file may break a tensor GF004 sees saved."""
-    if "Sequential" in text and _INPLACE_LAYER_TEXT.search(text):
-        return True  # `_Checker._sequential`: an in-place layer right after a saving one
+    sequential = "Sequential" in text and _INPLACE_LAYER_TEXT.search(text)
+    if sequential and _sequential_may_break(module, imports):
+        return True
     return _InplaceScreen(module, imports, text).may_break()
+
+
+def _sequential_may_break(module: ast.Module, imports: dict[str, str]) -> bool:
+    """`_Checker._sequential`: an `nn.Sequential` with a layer built in place right after one
+    that saves its output."""
+    for node in ast.walk(module):
+        if not isinstance(node, ast.Call) or qualified_name(node.func, imports) != (
+            "torch.nn.Sequential"
+        ):
+            continue
+        layers = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        for previous, layer in pairwise(layers):
+            if not isinstance(previous, ast.Call) or not isinstance(layer, ast.Call):
+                continue
+            key = qualified_name(previous.func, imports)
+            op = saved_ops.op_saving(key) if key is not None else None
+            if _has_inplace_flag(layer) and op is not None and op.saves_output_when([True]):
+                return True
+    return False
 
 
 class _Classes:
@@ -152,6 +185,7 @@ class _Survey:
         self.class_names: set[str] = set()
         self.reads: dict[str, set[str]] = {}  # function name -> names, `self.x` keys, `<leaf>`
         self.bindings: list[ast.AST] = []
+        self.bound_names: set[str] = set()  # every name the file binds, in any scope
         self.root = self._scope(module, None, [])
 
     def _scope(self, scope: _Scope, outer: _Scan | None, functions: list[set[str]]) -> _Scan:
@@ -180,6 +214,8 @@ class _Survey:
                 inner_functions = [*functions, self.reads.setdefault(node.name, set())]
             elif isinstance(node, ast.ClassDef):
                 self.class_names.add(node.name)
+            if not isinstance(node, ast.Lambda):
+                self.bound_names.add(node.name)
             scan.inner.append(self._scope(node, scan, inner_functions))
             return
         if functions:
@@ -193,10 +229,20 @@ class _Survey:
             if read is not None:
                 for names in functions:
                     names.add(read)
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
+                self.bound_names.add(node.id)  # type: ignore[attr-defined]
+        elif kind is ast.arg:
+            self.bound_names.add(node.arg)  # type: ignore[attr-defined]
+        elif kind is ast.alias:
+            self.bound_names.add(node.asname or node.name.split(".")[0])  # type: ignore[attr-defined]
         if isinstance(node, _BINDING_NODES):
             self.bindings.append(node)
         loop = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
         for field in node._fields:
+            if field in _OPERATOR_FIELDS:
+                continue
             value = getattr(node, field, None)
             inside = in_loop or (loop and field == "body")
             if isinstance(value, list):
@@ -238,23 +284,65 @@ class _InplaceScreen:
         self.output_modules: set[str] = set()
         # Of those, the ones only ever bound to a layer of torch's, whose output is new storage.
         self.torch_layers: set[str] = set()
+        # ...and the `self` attributes only ever assigned a layer of torch's by `self.x = ...`
+        # (provenance finds the module of `self.x(...)` among its class's `self.x`
+        # assignments, whatever `a.b.x = ...` assigns elsewhere).
+        self.self_torch_layers: set[str] = set()
         other_modules: set[str] = set()
+        other_self_modules: set[str] = set()
         attribute_bindings = []
         for node in survey.bindings:
             for targets, value in _bindings(node):
                 identifiers = {_identifier(target) for target in targets}
+                attributes = {key[5:] for key in map(_self_key, targets) if key}
                 if isinstance(value, ast.Call) and self._builds_saving_module(value):
                     self.saving_modules |= identifiers
                     if self._builds_output_saving_module(value):
                         self.output_modules |= identifiers
                 if isinstance(value, ast.Call) and self._builds_torch_layer(value):
                     self.torch_layers |= identifiers
+                    self.self_torch_layers |= attributes
                 else:
                     other_modules |= identifiers
+                    other_self_modules |= attributes
                 keys = {k for t in targets for k in map(_self_key, ast.walk(t)) if k}
                 if keys:
                     attribute_bindings.append((keys, value))
         self.torch_layers -= other_modules
+        self.self_torch_layers -= other_self_modules
+        # The builtins `interpreter.builtin_call` types, unless the file binds their names.
+        self.builtins = set(_BUILTIN_KINDS) - (
+            survey.bound_names | set(imports) | self.function_names | self.class_names
+        )
+        # Module-level tables of modules with an entry built in place (`_inplace_table_entry`).
+        self.inplace_tables = {
+            target.id
+            for statement in module.body
+            for targets, table in _bindings(statement)
+            if isinstance(table, ast.Dict)
+            and any(isinstance(e, ast.Call) and _has_inplace_flag(e) for e in table.values)
+            for target in targets
+            if isinstance(target, ast.Name)
+        }
+        # What `_layer_call` may find a constructor through.
+        self.layer_names: set[str] = set()
+        self.layer_attributes: set[str] = set()
+        for node in survey.bindings:
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            if isinstance(value, ast.Call) and not _has_inplace_flag(value):
+                continue  # a constructor without the `True` that `_flag_argument` needs
+            if isinstance(value, ast.Subscript) and not self._inplace_table(value.value):
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name) and isinstance(value, _CONSTRUCTOR_PATHS):
+                    self.layer_names.add(target.id)
+                elif isinstance(target, ast.Attribute) and isinstance(
+                    value, (ast.Call, ast.Name, ast.Subscript)
+                ):
+                    self.layer_attributes.add(target.attr)
         # `self.x` keys joined by a binding anywhere in the file (provenance follows an
         # attribute to its bindings in other methods), with `<leaf>` for a leaf's.
         attributes = _Classes()
@@ -268,6 +356,32 @@ class _InplaceScreen:
     def may_break(self) -> bool:
         return self._scope_may_break(self.survey.root)
 
+    def kind_of(self, value: ast.expr) -> str | None:
+        """What kind of value `interpreter.value` gives `value` when it is no tensor: a
+        number (a literal, `len(...)`, arithmetic on numbers), a dict or a list (a display,
+        `dict(...)`, `list(...)`); None otherwise."""
+        if isinstance(value, ast.Constant):
+            return "number" if type(value.value) in (int, float, bool) else None
+        if isinstance(value, ast.UnaryOp):
+            if isinstance(value.op, ast.Not):
+                return "number"
+            return "number" if self.kind_of(value.operand) == "number" else None
+        if isinstance(value, ast.BinOp) and not isinstance(value.op, ast.MatMult):
+            numbers = self.kind_of(value.left) == self.kind_of(value.right) == "number"
+            return "number" if numbers else None
+        if isinstance(value, ast.Dict):
+            return "dict"
+        if isinstance(value, (ast.List, ast.ListComp, ast.GeneratorExp)):
+            return "list"
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            builtin = value.func.id
+            if builtin not in self.builtins:
+                return None
+            if builtin == "sorted" and not value.args and not value.keywords:
+                return None  # `builtin_call` types `sorted` by its argument
+            return _BUILTIN_KINDS[builtin]
+        return None
+
     # -- scopes ---------------------------------------------------------------------------
     def _scope_may_break(self, scan: _Scan) -> bool:
         scope = scan.scope
@@ -277,7 +391,10 @@ class _InplaceScreen:
             flow = self._flow(scan)
             ops = [(op, self._op_names(op, scan, flow)) for op in scan.nodes if self._saves(op)]
             for call, target, line in writes:
-                written = self._written(target, flow, flow.before[scan.statement[call]])
+                env = flow.before[scan.statement[call]]
+                if isinstance(target, ast.Name) and flow.kind(target.id, env) is not None:
+                    continue  # `_Checker.findings`: a number, dict or list is no tensor
+                written = self._written(target, flow, env)
                 if written is None or _LEAF in written:
                     return True
                 in_loop = call in scan.in_loop
@@ -317,14 +434,14 @@ class _InplaceScreen:
         for node in scan.nodes:
             if isinstance(node, ast.AugAssign):
                 target = node.target
-                yield (
-                    node,
-                    target.value if isinstance(target, ast.Subscript) else target,
-                    end_line(node),
-                )
+                if isinstance(target, ast.Subscript):
+                    if not _string_index(target):
+                        yield node, target.value, end_line(node)
+                elif not isinstance(node.value, _DISPLAYS):
+                    yield node, target, end_line(node)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
-                    if isinstance(target, ast.Subscript):
+                    if isinstance(target, ast.Subscript) and not _string_index(target):
                         yield node, target.value, end_line(node)
             elif isinstance(node, ast.Call):
                 for written in self._call_writes(node):
@@ -353,13 +470,23 @@ class _InplaceScreen:
         )
 
     def _layer_call(self, call: ast.Call) -> bool:
-        """A call that may be of a module built with `inplace=True`."""
+        """A call that may be of a module built with `inplace=True` (`_Checker._inplace_flag`,
+        `_shared_inplace_entry`): provenance finds the module's constructor only through a
+        name plainly assigned (`act = nn.ReLU(True)`, `act = self.act`), an attribute some
+        class assigns (`self.act = nn.ReLU(inplace=True)`, `self.act = act`,
+        `self.act = ACTS[name]`), or a lookup in a module-level table of the file
+        (`ACTS[name](x)`) that has an entry built in place."""
         if not self.inplace_layers:
             return False
         func = call.func
         if isinstance(func, ast.Name):
-            return func.id not in self.imports
-        return isinstance(func, (ast.Attribute, ast.Subscript))
+            return func.id in self.layer_names
+        if isinstance(func, ast.Attribute):
+            return func.attr in self.layer_attributes
+        return isinstance(func, ast.Subscript) and self._inplace_table(func.value)
+
+    def _inplace_table(self, table: ast.expr) -> bool:
+        return isinstance(table, ast.Name) and table.id in self.inplace_tables
 
     # -- ops that may save -------------------------------------------------------------------
     def _saves(self, node: ast.AST) -> bool:
@@ -410,16 +537,20 @@ class _InplaceScreen:
         return qualified in _OUTPUT_SAVING_KEYS
 
     def _builds_torch_layer(self, call: ast.Call) -> bool:
-        """`nn.Linear(...)`: a layer of the table, not a view (`nn.Identity`), not built in
-        place."""
-        qualified = qualified_name(call.func, self.imports)
-        if qualified not in _SAVING_KEYS or qualified in _CONTAINER_MODULES:
+        """`nn.Linear(...)`, `nn.Embedding(...)`: a layer of torch's whose output provenance
+        takes as new storage: not a container, not a view of the table's (`nn.Identity`), not
+        built in place."""
+        qualified = qualified_name(call.func, self.imports) or ""
+        short = qualified.rsplit(".", 1)[-1]
+        if not qualified.startswith("torch.nn.") or not short[:1].isupper():
+            return False
+        if qualified in _CONTAINER_MODULES:
             return False
         op = saved_ops.op_saving(qualified)
         in_place = any(k.arg == "inplace" for k in call.keywords) or any(
             _is_true(arg) for arg in call.args
         )
-        return op is not None and op.view_of_input is None and not in_place
+        return (op is None or op.view_of_input is None) and not in_place
 
     # -- names ------------------------------------------------------------------------------
     def aliases(self, expression: ast.AST, env: _Env | None = None) -> set[str]:
@@ -492,7 +623,8 @@ class _InplaceScreen:
         if isinstance(func, ast.Attribute):
             method = func.attr
             names |= self.returns.get(method, set())
-            if method in self.torch_layers and method not in self.function_names:
+            layers = self.self_torch_layers if _is_self(func.value) else self.torch_layers
+            if method in layers and method not in self.function_names:
                 return []  # `self.fc(x)` with `self.fc = nn.Linear(...)`: new storage
             if _self_key(func) is not None or method in self.function_names:
                 return arguments  # a module or a method of the file, followed inside
@@ -549,8 +681,14 @@ class _Flow:
         self.before: dict[ast.AST, _Env] = {}  # the versions each statement reads
         self.bound_by: dict[ast.AST, set[str]] = {}  # the versions a statement binds
         self.versions: dict[str, set[str]] = {}  # name -> its versions
+        # What the interpreter knows a version holds when it is no tensor (`_kind_of`): from
+        # its binding, or from the versions a branch or loop joins (None: one was unbound).
+        self._kinds: dict[str, str | None] = {}
+        self._joins: dict[str, list[str] | None] = {}
+        self._resolved: dict[str, str | None] = {}
         self._count = 0
         self._run(scan.body, {})
+        self._rebound = _rebound_in_place(scan, screen.kind_of)
         for key in list(self.classes.parent):
             if key[:5] == "self.":
                 self.classes.union(screen.attribute_groups.get(key, set()) | {key})
@@ -578,11 +716,47 @@ class _Flow:
         self.classes.union({version} | joined)
         return version
 
-    def _bind(self, statement: ast.AST, target: ast.AST, value: set[str], env: _Env) -> None:
-        """Bind `target` (in place in `env`) to a value aliasing `value`."""
+    def kind(self, name: str, env: _Env) -> str | None:
+        """`number`, `dict` or `list` when the interpreter's value of `name` where `env`
+        holds is one (`_Checker.findings` then skips a write to it); None when it may be a
+        tensor or the screen cannot tell."""
+        version = env.get(name)
+        rebound = self._rebound.get(name)
+        if version is None or rebound == "any":
+            return None
+        kind = self._kind(version, set())
+        return None if rebound == "number" and kind != "number" else kind
+
+    def _kind(self, version: str, visiting: set[str]) -> str | None:
+        if version in self._resolved:
+            return self._resolved[version]
+        if version in self._kinds:
+            return self._kinds[version]
+        sources = self._joins.get(version)
+        if sources is None:
+            return None
+        # A loop's entry joins versions its body makes from it: a cycle adds nothing.
+        visiting = visiting | {version}
+        kinds = {self._kind(source, visiting) for source in sources if source not in visiting}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        if not visiting - {version}:
+            self._resolved[version] = kind
+        return kind
+
+    def _bind(
+        self,
+        statement: ast.AST,
+        target: ast.AST,
+        value: set[str],
+        env: _Env,
+        expression: ast.expr | None = None,
+    ) -> None:
+        """Bind `target` (in place in `env`) to a value aliasing `value`; `expression`: what
+        a plain `name = expression` assigns."""
         bound = self.bound_by.setdefault(statement, set())
         if isinstance(target, ast.Name):
             env[target.id] = version = self._new(target.id, value)
+            self._kinds[version] = None if expression is None else self.screen.kind_of(expression)
             bound.add(version)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
@@ -628,9 +802,9 @@ class _Flow:
         if isinstance(node, ast.Assign):
             value = aliases(node.value, before)
             for target in node.targets:
-                self._bind(node, target, value, env)
+                self._bind(node, target, value, env, node.value)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            self._bind(node, node.target, aliases(node.value, before), env)
+            self._bind(node, node.target, aliases(node.value, before), env, node.value)
         elif isinstance(node, ast.AugAssign) and isinstance(node.value, _DISPLAYS):
             # `xs += [x]` extends in place; `h += r` keeps `h`'s own storage either way.
             self.classes.union(aliases(node.target, before) | aliases(node.value, before))
@@ -664,6 +838,7 @@ class _Flow:
         entry = dict(env)
         for name in sorted(_bound_names(node)):
             entry[name] = self._new(name, {env[name]} if name in env else set())
+            self._joins[entry[name]] = [env[name]] if name in env else None
         self.before[node] = entry if isinstance(node, (ast.While, ast.Try, ast.TryStar)) else env
         self._inner_bindings(node, self.before[node])
         inside = dict(entry)
@@ -678,17 +853,48 @@ class _Flow:
         for name, version in inside.items():
             if name in entry and version != entry[name]:
                 self.classes.union({version, entry[name]})
+                joined = self._joins.get(entry[name])
+                if joined is not None:
+                    joined.append(version)
         return entry
 
     def _merge(self, branches: list[_Env]) -> _Env:
         merged: _Env = {}
         for name in {name for branch in branches for name in branch}:
             versions = {branch[name] for branch in branches if name in branch}
-            if len(versions) == 1:
+            if len(versions) == 1 and all(name in branch for branch in branches):
                 merged[name] = versions.pop()
             else:
                 merged[name] = self._new(name, versions)
+                # Unbound on some branch: the interpreter joins what it knows with UNKNOWN.
+                bound_everywhere = all(name in branch for branch in branches)
+                self._joins[merged[name]] = sorted(versions) if bound_everywhere else None
         return merged
+
+
+def _rebound_in_place(scan: _Scan, kind_of: Callable[[ast.expr], str | None]) -> dict[str, str]:
+    """Names of the scope whose values change without a new version, so that a version's
+    kind may not hold: "number" for `n += 1` (the interpreter's number arithmetic keeps only
+    a number a number), "any" for `:=`, comprehension and `except ... as` targets, `del`,
+    `global` and `nonlocal`, and any other augmented assignment (`xs += ys`)."""
+    rebound: dict[str, str] = {}
+    for node in scan.nodes:
+        names: list[str] = []
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if kind_of(node.value) == "number":
+                rebound.setdefault(node.target.id, "number")
+                continue
+            names = [node.target.id]
+        elif isinstance(node, (ast.NamedExpr, ast.comprehension, ast.Delete)):
+            targets = [node.target] if not isinstance(node, ast.Delete) else node.targets
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names = [node.name]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names = node.names
+        for name in names:
+            rebound[name] = "any"
+    return rebound
 
 
 def _evaluated_first(node: ast.stmt) -> list[ast.AST]:
@@ -746,6 +952,14 @@ def _bindings(node: ast.AST) -> Iterator[tuple[list[ast.expr], ast.AST]]:
         yield [node.target], node.value
 
 
+def _string_index(target: ast.Subscript) -> bool:
+    """`gf004_inplace_on_saved._string_index`: `d["key"]`, an index no tensor takes."""
+    index = target.slice
+    return isinstance(index, ast.JoinedStr) or (
+        isinstance(index, ast.Constant) and isinstance(index.value, (str, bytes))
+    )
+
+
 def _operator_key(operation: ast.BinOp) -> str | None:
     """The op table's key for an operator (`provenance._table_key`): `operator.mul[scalar]`
     for `x * 2`, `[rscalar]` for `2 * x`; None for an operator the table does not know."""
@@ -780,6 +994,10 @@ def _identifier(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def _self_key(node: ast.AST) -> str | None:
     value = node.value if isinstance(node, ast.Attribute) else None
     if isinstance(value, ast.Name) and value.id == "self":
@@ -804,6 +1022,13 @@ def _writes_data(method: str) -> bool:
         method.endswith("_")
         and not method.startswith("_")
         and method not in NON_WRITING_UNDERSCORE_METHODS
+    )
+
+
+def _has_inplace_flag(call: ast.Call) -> bool:
+    """`inplace=True`, or a literal `True` at any position (`nn.ReLU(True)`)."""
+    return any(k.arg == "inplace" and _is_true(k.value) for k in call.keywords) or any(
+        _is_true(arg) for arg in call.args
     )
 
 

@@ -170,6 +170,22 @@ x = model(torch.randn(2, 4))
         ("w = x + 1\nw.add_(1)\nz = torch.log(w)", False),  # written before it is saved
         ("if (y := torch.sigmoid(x)) is not None:\n    y[0] = 1", True),  # bound in a test
         ("@torch.no_grad()\ndef f(x):\n    y = torch.sigmoid(model(x))\n    y[0] = 1", False),
+        # No tensor takes a string index or a sequence added in place: a dict, a tuple.
+        ("y = torch.sigmoid(x)\nout = {}\nout['gate'] = y", False),
+        ("y = torch.sigmoid(x)\nfeats = ()\nfeats += (y,)", False),
+        # What the interpreter knows is a number, a dict or a list is written, not a tensor.
+        ("y = torch.sigmoid(x)\nout = {}\nout[0] = y", False),
+        ("y = torch.sigmoid(x)\nif x is None:\n    y = {}\ny[0] = 1", True),  # one branch
+        ("n = 1\ny = torch.sigmoid(x) * n\nn *= 2", False),
+        ("n = 1\ny = torch.sigmoid(x) * n\nn *= x", True),  # `n` may be a tensor now
+        ("n = 1\nfor i in range(3):\n    y = torch.sigmoid(x) * n\n    n += 1", False),
+        # ...a tensor in the first iteration, whatever later ones bind:
+        ("n = x\nfor i in range(3):\n    n *= 2\n    y = torch.sigmoid(x) * n\n    n = 2", True),
+        # With an in-place layer in the file, only calls that may reach its constructor write.
+        ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nz = act(y)", True),
+        ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nprint(y)", False),
+        ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nz = torch.cat([y])", False),
+        ("ACTS = {'relu': nn.ReLU(True)}\ny = torch.sigmoid(x)\nz = ACTS['relu'](y)", True),
     ],
 )
 def test_gf004_needs_a_write_to_what_an_op_may_have_saved(lines: str, may_break: bool) -> None:
@@ -190,6 +206,68 @@ def test_gf001_needs_an_accumulated_value_that_may_be_a_loss() -> None:
     assert "GF001" in _wanted(TRAINING.replace("total += loss", "totals.append(loss)"))
     swapped = TRAINING.replace("total += loss", "a = b\n    b = a\n    total += a")
     assert "GF001" not in _wanted(swapped)  # names bound only to each other hold no loss
+
+
+@pytest.mark.parametrize(
+    ("operand", "may_be_loss"),
+    [
+        ("loss.item()", False),  # out of the graph
+        ("loss.detach().cpu()", False),
+        ("torch.cat([loss, loss])", False),  # a tensor of torch's, neither a loss nor a scalar
+        ("loss * 2", True),
+        ("2 * len(loader)", False),
+        ("loss.mean()", True),  # a reduction over all elements is a scalar
+        ("torch.mean(loss)", True),
+        ("loss.sum(dim=0)", True),  # the receiver is a loss
+        ("model(x).sum(dim=0)", True),  # a module's output may be anything
+        ("F.cross_entropy(model(x), y)", True),
+    ],
+)
+def test_gf001_follows_what_an_accumulated_call_gives(operand: str, may_be_loss: bool) -> None:
+    source = "import torch\nimport torch.nn.functional as F\n" + TRAINING.replace(
+        "total += loss", f"totals.append({operand})"
+    )
+    assert ("GF001" in _wanted(source)) is may_be_loss
+
+
+GATHERING = """\
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+outputs = []
+for x in loader:
+    out = model(x)
+    outputs.append(out)
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "may_be_loss"),
+    [
+        ("", False),  # no backward, criterion or reduction: no loss, no scalar
+        ("out = model(x).mean()", True),
+        ("out = torch.sum(model(x))", True),
+        ("out = torch.linalg.norm(model(x))", True),
+        ("out = mean(model(x))", False),  # not torch's
+        ("out = model(x).mean(dim=0)", False),  # not over all elements
+        ("out = criterion(model(x), x)", True),
+        ("out = nn.functional.l1_loss(model(x), x)", True),
+    ],
+)
+def test_gf001_needs_a_loss_or_a_scalar_in_the_file(change: str, may_be_loss: bool) -> None:
+    source = GATHERING.replace("out = model(x)", change) if change else GATHERING
+    assert ("GF001" in _wanted(source)) is may_be_loss
+    imported = "from torch import mean\n" + source
+    assert ("GF001" in _wanted(imported)) is (may_be_loss or "mean(model" in change)
+
+
+def test_gf001_sees_stores_into_a_name_that_do_not_rebind_it() -> None:
+    # `block.act = ...` stores into `block`; `block` stays the class instance it was bound to.
+    built = TRAINING.replace(
+        "total += loss", "block = nn.Module()\n    block.act = nn.ReLU()\n    blocks.append(block)"
+    )
+    assert "GF001" not in _wanted(built)
 
 
 def test_disabled_screen_wants_every_rule(monkeypatch: pytest.MonkeyPatch) -> None:

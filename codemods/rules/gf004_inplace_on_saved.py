@@ -80,6 +80,10 @@ _PRECEDENCE: dict[type[cst.BaseBinaryOp], int] = {
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
 _GRAPH_OPS = (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS)
 _NOT_TENSORS = frozenset(Kind) - {Kind.TENSOR, Kind.UNKNOWN}
+# What no tensor takes, so the written object is no tensor: a sequence added in place
+# (`feats += (h,)`; a tensor raises TypeError) and a string index (`out["logits"] = y`).
+_SEQUENCES = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 Storage = Hashable  # the base Origin, or (scope, key, reaching bindings) for a name-only tensor
 
@@ -200,13 +204,15 @@ class _Checker:
             if isinstance(node, cst.AugAssign):
                 target = node.target
                 if isinstance(target, cst.Subscript):
-                    yield _Write(node, target.value, WriteKind.INDEX)
-                elif target_key(target) is not None:
+                    if not _string_index(target):
+                        yield _Write(node, target.value, WriteKind.INDEX)
+                elif target_key(target) is not None and not isinstance(node.value, _SEQUENCES):
                     yield _Write(node, target, WriteKind.AUGMENTED)
             elif isinstance(node, cst.Assign):
                 for assign_target in node.targets:
-                    if isinstance(assign_target.target, cst.Subscript):
-                        yield _Write(node, assign_target.target.value, WriteKind.INDEX)
+                    written = assign_target.target
+                    if isinstance(written, cst.Subscript) and not _string_index(written):
+                        yield _Write(node, written.value, WriteKind.INDEX)
             elif isinstance(node, cst.Call):
                 yield from self._call_writes(node)
 
@@ -877,6 +883,16 @@ def _writes_data(method: str) -> bool:
         method.endswith("_")
         and not method.startswith("_")
         and method not in torch_api.NON_WRITING_UNDERSCORE_METHODS
+    )
+
+
+def _string_index(target: cst.Subscript) -> bool:
+    """`d["key"]`, `d[f"{name}_loss"]`: an index no tensor takes."""
+    elements = target.slice
+    return (
+        len(elements) == 1
+        and isinstance(elements[0].slice, cst.Index)
+        and isinstance(elements[0].slice.value, _STRINGS)
     )
 
 
