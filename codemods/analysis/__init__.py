@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codemods.analysis import torch_api
-from codemods.analysis.bindings import ScopeBindings, scope_bindings
+from codemods.analysis.bindings import NamedExpressions, ScopeBindings, scope_bindings
 from codemods.analysis.imports import import_aliases, qualify
 from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
@@ -25,6 +25,9 @@ from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
 
 _CALL_DEPTH = 3
+# By `type(...) in`: LibCST's node classes are final, and these walks run for every question.
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.Module})
+_LOOP_TYPES = frozenset({cst.For, cst.While})
 Loop = cst.For | cst.While
 
 
@@ -85,11 +88,12 @@ class FileAnalysis:
         `for` target or iterable is not inside that loop's iterations."""
         loops: list[Loop] = []
         child = node
-        current = self.index.parents.get(node)
-        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
-            if isinstance(current, (cst.For, cst.While)) and child is current.body:
-                loops.append(current)
-            child, current = current, self.index.parents.get(current)
+        parents = self.index.parents
+        current = parents.get(node)
+        while current is not None and type(current) not in _SCOPE_TYPES:
+            if type(current) in _LOOP_TYPES and child is current.body:  # type: ignore[union-attr]
+                loops.append(current)  # type: ignore[arg-type]
+            child, current = current, parents.get(current)
         return loops
 
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
@@ -166,9 +170,10 @@ class FileAnalysis:
         known = self.index.scope_of.get(node)
         if known is not None:
             return known
-        current = self.index.parents.get(node)
-        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
-            current = self.index.parents.get(current)
+        parents = self.index.parents
+        current = parents.get(node)
+        while current is not None and type(current) not in _SCOPE_TYPES:
+            current = parents.get(current)
         scope = current if current is not None else self.module
         self.index.scope_of[node] = scope
         return scope
@@ -254,13 +259,12 @@ class FileAnalysis:
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         """Reaching bindings of `scope`'s names, computed once per scope."""
         if scope not in self._bindings:
-            self._bindings[scope] = scope_bindings(scope, self._has_walrus)
+            self._bindings[scope] = scope_bindings(scope, self._named_expressions)
         return self._bindings[scope]
 
     @cached_property
-    def _has_walrus(self) -> bool:
-        """Whether the file has a `:=` at all (looking for one in every statement is slow)."""
-        return bool(self.index.of_types(cst.NamedExpr))
+    def _named_expressions(self) -> NamedExpressions:
+        return NamedExpressions(self.index)
 
     @cached_property
     def training(self) -> TrainingSteps:

@@ -8,11 +8,12 @@ import libcst as cst
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` as a string, or None when the expression is not a plain dotted name."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr.value}" if base else None
+    kind = type(node)  # LibCST's node classes are final: `is` spares the ABC's isinstance
+    if kind is cst.Name:
+        return node.value  # type: ignore[attr-defined]
+    if kind is cst.Attribute:
+        base = dotted_name(node.value)  # type: ignore[attr-defined]
+        return f"{base}.{node.attr.value}" if base else None  # type: ignore[attr-defined]
     return None
 
 

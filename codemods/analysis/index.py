@@ -4,7 +4,9 @@ scopes (module, functions, methods), classes, and where names and `self.x` attri
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 
 import libcst as cst
 
@@ -76,13 +78,14 @@ _SKIPPED_FIELDS = frozenset(
         "arrow",
     }
 )
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# Per node class: what reads the fields that may hold nodes, as a tuple, in source order.
+_CHILD_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[object, ...]]] = {}
 
 
-def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
+def _child_fields(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ...]]:
     kind = type(node)
-    names = _CHILD_FIELDS.get(kind)
-    if names is None:
+    getter = _CHILD_GETTERS.get(kind)
+    if getter is None:
         names = tuple(
             f.name
             for f in fields(node)
@@ -92,8 +95,21 @@ def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
             names = ("decorators", *(n for n in names if n != "decorators"))
         elif isinstance(node, cst.IfExp):  # `body if test else orelse`
             names = ("body", "test", "orelse")
-        _CHILD_FIELDS[kind] = names
-    return names
+        if len(names) == 1:
+            getter = _one_field(names[0])
+        else:
+            getter = attrgetter(*names) if names else _no_fields
+        _CHILD_GETTERS[kind] = getter
+    return getter
+
+
+def _one_field(name: str) -> Callable[[cst.CSTNode], tuple[object, ...]]:
+    read = attrgetter(name)
+    return lambda node: (read(node),)
+
+
+def _no_fields(node: cst.CSTNode) -> tuple[object, ...]:
+    return ()
 
 
 class _Indexer:
@@ -106,39 +122,58 @@ class _Indexer:
         self.classes: list[ClassInfo | None] = [None]
 
     def walk(self, root: cst.Module) -> None:
-        """Pre-order, iteratively: deeply nested expressions must not hit the recursion limit."""
+        """Pre-order, iteratively: deeply nested expressions must not hit the recursion limit.
+        Positions and parents are kept in lists while walking and made dicts at the end (in C):
+        a model library has millions of nodes, and only scopes need a step on the way out."""
         index = self.index
-        pending: list[tuple[cst.CSTNode, cst.CSTNode | None, str | None, bool]] = [
-            (root, None, None, False)
-        ]
+        order = index.order
+        by_type = index.by_type
+        parent_positions: list[int] = []
+        # (node, its parent's position), or (None, what was entered) to leave a scope.
+        pending: list[tuple[cst.CSTNode | None, int | str]] = [(root, -1)]
         while pending:
-            node, parent, entered, leaving = pending.pop()
-            if leaving:
-                index.end[node] = len(index.order)
-                if entered == "function":
+            node, parent_position = pending.pop()
+            if node is None:
+                if parent_position == "function":
                     self.scopes.pop()
-                    self.classes.pop()
-                elif entered == "class":
-                    self.classes.pop()
+                self.classes.pop()
                 continue
-            if parent is not None:
-                index.parents[node] = parent
-            index.start[node] = len(index.order)
-            index.order.append(node)
-            index.by_type[type(node)].append(node)
-            entered = self.enter(node, parent)
-            pending.append((node, parent, entered, True))
+            position = len(order)
+            order.append(node)
+            parent_positions.append(parent_position)  # type: ignore[arg-type]
+            kind = type(node)
+            by_type[kind].append(node)
+            if kind in _ENTERED:
+                parent = order[parent_position] if parent_position >= 0 else None  # type: ignore[index,operator]
+                grandparent = None
+                if kind is cst.FunctionDef and parent is not None:
+                    above = parent_positions[parent_position]  # type: ignore[index]
+                    grandparent = order[above] if above >= 0 else None
+                entered = self.enter(node, parent, grandparent)
+                if entered is not None:
+                    pending.append((None, entered))
             children: list[cst.CSTNode] = []
-            for name in _child_fields(node):
-                child = getattr(node, name)
-                kind = type(child)
-                if kind is list or kind is tuple:
-                    children.extend(item for item in child if _is_node_type(type(item)))
-                elif _is_node_type(kind):
-                    children.append(child)
-            pending.extend((child, node, None, False) for child in reversed(children))
+            for child in _child_fields(node)(node):
+                child_kind = type(child)
+                if child_kind is list or child_kind is tuple:
+                    children.extend(child)  # LibCST's sequence fields hold only nodes
+                elif child_kind in _NODE_TYPES:
+                    children.append(child)  # type: ignore[arg-type]
+            pending.extend((child, position) for child in reversed(children))
+        # A node's subtree ends where its last descendant's does: children come after parents.
+        ends = list(range(1, len(order) + 1))
+        for position in range(len(order) - 1, 0, -1):
+            parent = parent_positions[position]
+            if ends[parent] < ends[position]:
+                ends[parent] = ends[position]
+        index.start = dict(zip(order, range(len(order)), strict=True))
+        index.end = dict(zip(order, ends, strict=True))
+        parents = [order[position] for position in parent_positions[1:]]
+        index.parents = dict(zip(order[1:], parents, strict=True))
 
-    def enter(self, node: cst.CSTNode, parent: cst.CSTNode | None) -> str | None:
+    def enter(
+        self, node: cst.CSTNode, parent: cst.CSTNode | None, grandparent: cst.CSTNode | None
+    ) -> str | None:
         # `type(...) is`: LibCST's node classes are final, and `isinstance` on their ABC
         # metaclass costs several times more over the millions of nodes of a model library.
         scope = self.scopes[-1]
@@ -163,7 +198,7 @@ class _Indexer:
         elif isinstance(node, cst.FunctionDef):
             self.index.enclosing_function[node] = scope
             owner = self.classes[-1]
-            if owner is not None and self.index.parents.get(parent) is owner.node:
+            if owner is not None and grandparent is owner.node:  # in the class's body
                 owner.methods.setdefault(node.name.value, node)
                 self.index.class_of[node] = owner.name
             elif isinstance(scope, cst.Module) and owner is None:
@@ -180,14 +215,20 @@ class _Indexer:
 
 
 _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias})
-_NODE_TYPES: dict[type, bool] = {}
+_ENTERED = frozenset({cst.Name, cst.Attribute, cst.Call, cst.FunctionDef, cst.ClassDef})
 
 
-def _is_node_type(kind: type) -> bool:
-    known = _NODE_TYPES.get(kind)
-    if known is None:
-        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
-    return known
+def _node_types() -> frozenset[type]:
+    kinds: set[type] = set()
+    pending: list[type] = [cst.CSTNode]
+    while pending:
+        kind = pending.pop()
+        kinds.add(kind)
+        pending.extend(kind.__subclasses__())
+    return frozenset(kinds)
+
+
+_NODE_TYPES = _node_types()
 
 
 def _is_variable(name: cst.Name, parent: cst.CSTNode | None) -> bool:
