@@ -189,70 +189,96 @@ class _Survey:
         self.root = self._scope(module, None, [])
 
     def _scope(self, scope: _Scope, outer: _Scan | None, functions: list[set[str]]) -> _Scan:
+        """Pre-order over the scope's own nodes, iteratively (a third of the screen's time
+        is spent here: types are tested by `is` and set membership, fields read by table)."""
         scan = _Scan(scope, outer)
         body = [ast.Expr(scope.body)] if isinstance(scope, ast.Lambda) else scope.body
         scan.body = body
-        for statement in body:
-            self._visit(statement, statement, False, scan, functions)
+        nodes, statement_of, in_loop_nodes = scan.nodes, scan.statement, scan.in_loop
+        bound_names, bindings = self.bound_names, self.bindings
+        pending: list[tuple[ast.AST, ast.stmt, bool]] = [(s, s, False) for s in reversed(body)]
+        while pending:
+            node, statement, in_loop = pending.pop()
+            nodes.append(node)
+            statement_of[node] = statement
+            if in_loop:
+                in_loop_nodes.add(node)
+            kind = type(node)
+            if kind in _SCOPE_KINDS:
+                inner_functions = functions
+                if kind is ast.ClassDef:
+                    self.class_names.add(node.name)  # type: ignore[attr-defined]
+                elif kind is not ast.Lambda:
+                    reads = self.reads.setdefault(node.name, set())  # type: ignore[attr-defined]
+                    inner_functions = [*functions, reads]
+                if kind is not ast.Lambda:
+                    bound_names.add(node.name)  # type: ignore[attr-defined]
+                scan.inner.append(self._scope(node, scan, inner_functions))  # type: ignore[arg-type]
+                continue
+            if kind is ast.Name:
+                if functions:
+                    for names in functions:
+                        names.add(node.id)  # type: ignore[attr-defined]
+                if type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
+                    bound_names.add(node.id)  # type: ignore[attr-defined]
+            elif kind is ast.Attribute:
+                key = _self_key(node) if functions else None
+                if key is not None:
+                    for names in functions:
+                        names.add(key)
+            elif kind is ast.Call:
+                if functions and _makes_leaf(node):  # type: ignore[arg-type]
+                    for names in functions:
+                        names.add(_LEAF)
+            elif kind is ast.arg:
+                bound_names.add(node.arg)  # type: ignore[attr-defined]
+            elif kind is ast.alias:
+                bound_names.add(node.asname or node.name.split(".")[0])  # type: ignore[attr-defined]
+            if kind in _BINDING_KINDS:
+                bindings.append(node)
+            loop = kind in _LOOP_KINDS
+            children: list[tuple[ast.AST, ast.stmt, bool]] = []
+            for field in _ast_fields(kind):
+                value = getattr(node, field, None)
+                inside = in_loop or (loop and field == "body")
+                if type(value) is list:
+                    for child in value:
+                        if isinstance(child, ast.AST):
+                            here = child if type(child) in _STATEMENT_KINDS else statement
+                            children.append((child, here, inside))  # type: ignore[arg-type]
+                elif isinstance(value, ast.AST):
+                    here = value if type(value) in _STATEMENT_KINDS else statement
+                    children.append((value, here, inside))  # type: ignore[arg-type]
+            pending.extend(reversed(children))
         return scan
 
-    def _visit(
-        self,
-        node: ast.AST,
-        statement: ast.stmt,
-        in_loop: bool,
-        scan: _Scan,
-        functions: list[set[str]],
-    ) -> None:
-        scan.nodes.append(node)
-        scan.statement[node] = statement
-        if in_loop:
-            scan.in_loop.add(node)
-        if isinstance(node, _SCOPES):
-            inner_functions = functions
-            if isinstance(node, _FUNCTIONS):
-                inner_functions = [*functions, self.reads.setdefault(node.name, set())]
-            elif isinstance(node, ast.ClassDef):
-                self.class_names.add(node.name)
-            if not isinstance(node, ast.Lambda):
-                self.bound_names.add(node.name)
-            scan.inner.append(self._scope(node, scan, inner_functions))
-            return
-        if functions:
-            read = None
-            if isinstance(node, ast.Attribute):
-                read = _self_key(node)
-            elif isinstance(node, ast.Name):
-                read = node.id
-            elif isinstance(node, ast.Call) and _makes_leaf(node):
-                read = _LEAF
-            if read is not None:
-                for names in functions:
-                    names.add(read)
-        kind = type(node)
-        if kind is ast.Name:
-            if type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
-                self.bound_names.add(node.id)  # type: ignore[attr-defined]
-        elif kind is ast.arg:
-            self.bound_names.add(node.arg)  # type: ignore[attr-defined]
-        elif kind is ast.alias:
-            self.bound_names.add(node.asname or node.name.split(".")[0])  # type: ignore[attr-defined]
-        if isinstance(node, _BINDING_NODES):
-            self.bindings.append(node)
-        loop = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
-        for field in node._fields:
-            if field in _OPERATOR_FIELDS:
-                continue
-            value = getattr(node, field, None)
-            inside = in_loop or (loop and field == "body")
-            if isinstance(value, list):
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        here = child if isinstance(child, ast.stmt) else statement
-                        self._visit(child, here, inside, scan, functions)
-            elif isinstance(value, ast.AST):
-                here = value if isinstance(value, ast.stmt) else statement
-                self._visit(value, here, inside, scan, functions)
+
+def _ast_fields(kind: type) -> tuple[str, ...]:
+    fields = _AST_FIELDS.get(kind)
+    if fields is None:
+        fields = _AST_FIELDS[kind] = tuple(
+            name
+            for name in kind._fields  # type: ignore[attr-defined]
+            if name not in _OPERATOR_FIELDS
+        )
+    return fields
+
+
+def _subclasses(base: type) -> frozenset[type]:
+    found: set[type] = set()
+    pending = [base]
+    while pending:
+        kind = pending.pop()
+        found.add(kind)
+        pending.extend(kind.__subclasses__())
+    return frozenset(found)
+
+
+_AST_FIELDS: dict[type, tuple[str, ...]] = {}
+_STATEMENT_KINDS = _subclasses(ast.stmt)
+_SCOPE_KINDS = frozenset(_SCOPES)
+_BINDING_KINDS = frozenset(_BINDING_NODES)
+_LOOP_KINDS = frozenset({ast.For, ast.AsyncFor, ast.While})
 
 
 class _InplaceScreen:
