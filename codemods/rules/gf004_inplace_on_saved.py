@@ -9,7 +9,9 @@ counter (through names, views, `.detach()` and earlier in-place results, as prov
 them) with a tensor an op saved for backward: its output (sigmoid, tanh, exp, softmax, ...) or
 one of its inputs (log, pow, `Linear`, a buffer multiplied with features that require grad), as
 the measured op table says. Backward then raises "one of the variables needed for gradient
-computation has been modified by an inplace operation".
+computation has been modified by an inplace operation". Not a tensor's write: an index that is
+a string (`out["gate"] = y`) and a sequence added in place (`feats += (y,)`), which no tensor
+takes.
 
 Safe when: the saving op ran in grad mode on inputs for which the table says it saves, the write
 runs after it with no backward in between (a write after the last backward is harmless), and the
@@ -150,7 +152,8 @@ class InplaceOnSaved(Rule):
         "too (one `nn.ReLU(inplace=True)` used twice, or shared through a table of "
         "activations) keeps its flag: the call that overwrites a saved output gets a copy, "
         "`self.act(torch.sigmoid(x).clone())`.\n\n"
-        "Left alone: writes to outputs of ops that save nothing (`out += identity` after "
+        "Left alone: writes into dicts and sequences (`out['gate'] = y`, `feats += (y,)`), "
+        "writes to outputs of ops that save nothing (`out += identity` after "
         "batch norm, `bn(x).relu_()`, add, cat, views of a sum), clones, values made under "
         "`no_grad`, writes after the last backward, `masked_fill_` on attention scores "
         "before the softmax. Reported only: a leaf that requires grad written outside "
