@@ -529,7 +529,8 @@ class _InplaceScreen:
         func = call.func
         qualified = qualified_name(func, self.imports)
         if qualified is not None and qualified.startswith("torch."):
-            return qualified in keys  # a module's constructor builds, it does not run
+            # `provenance._torch_call`: `nn.Linear(...)` builds a module, it does not run one.
+            return qualified in keys and not qualified.rsplit(".", 1)[-1][:1].isupper()
         if isinstance(func, ast.Name):
             return func.id in self.function_names or func.id in modules
         if isinstance(func, ast.Attribute):

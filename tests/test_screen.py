@@ -181,6 +181,7 @@ x = model(torch.randn(2, 4))
         ("n = 1\nfor i in range(3):\n    y = torch.sigmoid(x) * n\n    n += 1", False),
         # ...a tensor in the first iteration, whatever later ones bind:
         ("n = x\nfor i in range(3):\n    n *= 2\n    y = torch.sigmoid(x) * n\n    n = 2", True),
+        ("def f(d):\n    norm = nn.LayerNorm(d)\n    d *= 2", False),  # built, not run
         # With an in-place layer in the file, only calls that may reach its constructor write.
         ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nz = act(y)", True),
         ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nprint(y)", False),
