@@ -114,7 +114,9 @@ class _Facts:
 def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
     """The rules that may report in the file (which Python compiles): all of them when
     screening is off or when one has no screen (a rule of another class than the registered
-    one, as tests substitute), as the file is parsed anyway."""
+    one, as tests substitute), as the file is parsed anyway. GF004 is screened only when no
+    other rule wants the file: on a file LibCST parses anyway, its screen costs about what its
+    rule does."""
     if not ENABLED or not all(type(rule) in _SCREENS for rule in rules):
         return list(rules)
     try:
@@ -129,7 +131,17 @@ def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
         defined=set(_DEFINED_TEXT.findall(text)),
     )
     _Walker(facts, text.splitlines(), module).statements(module.body, _Context())
-    return [rule for rule in rules if _SCREENS[type(rule)](facts, text, module)]
+    wanted = [
+        rule
+        for rule in rules
+        if type(rule) is not InplaceOnSaved and _SCREENS[type(rule)](facts, text, module)
+    ]
+    inplace = [rule for rule in rules if type(rule) is InplaceOnSaved]
+    # GF004's screen costs about what its rule does on a parsed file: once LibCST parses the
+    # file for another rule, GF004 runs unscreened.
+    if inplace and (wanted or _gf004(facts, text, module)):
+        wanted += inplace
+    return sorted(wanted, key=rules.index)
 
 
 # -- the screens ------------------------------------------------------------------------------
