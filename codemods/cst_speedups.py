@@ -20,13 +20,24 @@ import libcst as cst
 _VALIDATING_POST_INIT = cst.CSTNode.__dict__["__post_init__"]
 
 
-def hash_nodes_in_c() -> None:
-    """LibCST copies its `__hash__` into every node class: replace each copy."""
-    python_hash = cst.CSTNode.__dict__["__hash__"]
+def _node_classes() -> frozenset[type]:
+    found: set[type] = set()
     pending: list[type] = [cst.CSTNode]
     while pending:
         kind = pending.pop()
+        found.add(kind)
         pending.extend(kind.__subclasses__())
+    return frozenset(found)
+
+
+# Every LibCST node class, abstract ones included (all are defined when libcst is imported).
+NODE_CLASSES = _node_classes()
+
+
+def hash_nodes_in_c() -> None:
+    """LibCST copies its `__hash__` into every node class: replace each copy."""
+    python_hash = cst.CSTNode.__dict__["__hash__"]
+    for kind in NODE_CLASSES:
         if kind.__dict__.get("__hash__") is python_hash:
             kind.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]
 

@@ -107,7 +107,6 @@ class _Facts:
     graph_source: bool | None = None  # `_graph_source`, once asked
     classes: set[str] = field(default_factory=set)  # classes defined or imported by name
     foreign: set[str] = field(default_factory=set)  # names imported from outside torch
-    defined: set[str] = field(default_factory=set)  # names of the file's functions and methods
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
 
@@ -128,7 +127,6 @@ def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
         imports=imports,
         classes=_class_names(module),
         foreign=_foreign_names(module, imports),
-        defined=set(_DEFINED_TEXT.findall(text)),
     )
     _Walker(facts, text.splitlines(), module).statements(module.body, _Context())
     wanted = [
@@ -246,6 +244,7 @@ class _Walker:
         self.facts = facts
         self.lines = lines
         self.module = module
+        self._defined: set[str] | None = None  # `defined`, once asked
         self.bindings: dict[ast.AST, dict[str, list[ast.expr] | None]] = {}
         self.evaluating: dict[ast.AST, bool] = {}
 
@@ -397,7 +396,7 @@ class _Walker:
             if qualified in FUNCTIONAL_LOSSES:
                 return True
             return short in REDUCING_METHODS and len(operand.args) + len(operand.keywords) == 1
-        if isinstance(func, ast.Attribute) and func.attr not in self.facts.defined:
+        if isinstance(func, ast.Attribute) and func.attr not in self.defined:
             # `interpreter.method_call` (unless a class of the file defines the method).
             if func.attr in GRAPH_LEAVING_METHODS:
                 return False  # `loss.item()`, `loss.detach()`
@@ -405,6 +404,13 @@ class _Walker:
                 reduces = func.attr in REDUCING_METHODS and not (operand.args or operand.keywords)
                 return reduces or self._may_be_loss(func.value, context, following)
         return True
+
+    @property
+    def defined(self) -> set[str]:
+        """Names the file defines a function or method under (from the text: a superset)."""
+        if self._defined is None:
+            self._defined = set(_DEFINED_TEXT.findall("\n".join(self.lines)))
+        return self._defined
 
     def _plain_bindings(self, context: _Context) -> dict[str, list[ast.expr] | None]:
         """For the function (or module) of `context`: what each name is bound to by plain

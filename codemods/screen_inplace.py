@@ -715,7 +715,8 @@ class _Flow:
         self._resolved: dict[str, str | None] = {}
         self._count = 0
         self._run(scan.body, {})
-        self._rebound = _rebound_in_place(scan, screen.kind_of)
+        self._scan = scan
+        self._rebound: dict[str, str] | None = None  # `_rebound_in_place`, once asked
         for key in list(self.classes.parent):
             if key[:5] == "self.":
                 self.classes.union(screen.attribute_groups.get(key, set()) | {key})
@@ -748,6 +749,8 @@ class _Flow:
         holds is one (`_Checker.findings` then skips a write to it); None when it may be a
         tensor or the screen cannot tell."""
         version = env.get(name)
+        if self._rebound is None:
+            self._rebound = _rebound_in_place(self._scan, self.screen.kind_of)
         rebound = self._rebound.get(name)
         if version is None or rebound == "any":
             return None

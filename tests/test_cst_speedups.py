@@ -20,15 +20,6 @@ SOURCES = sorted(
 )
 
 
-def _node_classes() -> list[type]:
-    classes, pending = [], [cst.CSTNode]
-    while pending:
-        kind = pending.pop()
-        classes.append(kind)
-        pending.extend(kind.__subclasses__())
-    return classes
-
-
 def test_parsing_without_validation_builds_the_same_tree() -> None:
     assert len(SOURCES) > 100
     for path in SOURCES:
@@ -54,11 +45,11 @@ def test_a_parse_error_leaves_validation_on() -> None:
 def test_libcst_validates_only_in_the_post_init_of_its_base_class() -> None:
     # What `parse_module` swaps out is all the validation there is, for every node class.
     assert "self._validate()" in inspect.getsource(cst_speedups._VALIDATING_POST_INIT)
-    assert [k for k in _node_classes() if "__post_init__" in k.__dict__] == [cst.CSTNode]
+    assert [k for k in cst_speedups.NODE_CLASSES if "__post_init__" in k.__dict__] == [cst.CSTNode]
 
 
 def test_nodes_hash_by_identity_in_c() -> None:
-    assert all(kind.__hash__ is object.__hash__ for kind in _node_classes())
+    assert all(kind.__hash__ is object.__hash__ for kind in cst_speedups.NODE_CLASSES)
     first, second = cst.Name("x"), cst.Name("x")
     assert first.deep_equals(second)
     assert len({first: 1, second: 2}) == 2  # equal only when identical, as before

@@ -11,6 +11,7 @@ from operator import attrgetter
 import libcst as cst
 
 from codemods.analysis.imports import dotted_name
+from codemods.cst_speedups import NODE_CLASSES
 
 ScopeNode = cst.Module | cst.FunctionDef
 
@@ -78,11 +79,12 @@ _SKIPPED_FIELDS = frozenset(
         "arrow",
     }
 )
-# Per node class: what reads the fields that may hold nodes, as a tuple, in source order.
+# Per node class: what reads the fields that may hold nodes, as a tuple, in source order
+# (`_children_of` gives it for a node's class).
 _CHILD_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[object, ...]]] = {}
 
 
-def _child_fields(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ...]]:
+def _children_of(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ...]]:
     kind = type(node)
     getter = _CHILD_GETTERS.get(kind)
     if getter is None:
@@ -153,11 +155,11 @@ class _Indexer:
                 if entered is not None:
                     pending.append((None, entered))
             children: list[cst.CSTNode] = []
-            for child in _child_fields(node)(node):
+            for child in _children_of(node)(node):
                 child_kind = type(child)
                 if child_kind is list or child_kind is tuple:
                     children.extend(child)  # LibCST's sequence fields hold only nodes
-                elif child_kind in _NODE_TYPES:
+                elif child_kind in NODE_CLASSES:
                     children.append(child)  # type: ignore[arg-type]
             pending.extend((child, position) for child in reversed(children))
         # A node's subtree ends where its last descendant's does: children come after parents.
@@ -216,19 +218,6 @@ class _Indexer:
 
 _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias})
 _ENTERED = frozenset({cst.Name, cst.Attribute, cst.Call, cst.FunctionDef, cst.ClassDef})
-
-
-def _node_types() -> frozenset[type]:
-    kinds: set[type] = set()
-    pending: list[type] = [cst.CSTNode]
-    while pending:
-        kind = pending.pop()
-        kinds.add(kind)
-        pending.extend(kind.__subclasses__())
-    return frozenset(kinds)
-
-
-_NODE_TYPES = _node_types()
 
 
 def _is_variable(name: cst.Name, parent: cst.CSTNode | None) -> bool:
