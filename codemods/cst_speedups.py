@@ -34,6 +34,13 @@ def _node_classes() -> frozenset[type]:
 NODE_CLASSES = _node_classes()
 
 
+def node_classes(*kinds: type) -> frozenset[type]:
+    """The node classes whose instances `isinstance(node, kinds)` accepts, for a test by
+    `type(node) in ...`: `isinstance` with a LibCST class goes through the ABC metaclass's
+    Python-level check whenever the node is not of that very class, a set lookup does not."""
+    return frozenset(kind for kind in NODE_CLASSES if issubclass(kind, kinds))
+
+
 def hash_nodes_in_c() -> None:
     """LibCST copies its `__hash__` into every node class: replace each copy."""
     python_hash = cst.CSTNode.__dict__["__hash__"]

@@ -385,8 +385,7 @@ def run(
             yield process_file(task, mode, unsafe_fixes, budget)
         return
 
-    size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (workers_wanted * 4))))
-    chunks = [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+    chunks = _chunks(tasks, workers_wanted)
     done = 0
     with _pool(workers_wanted, budget) as executor:
         futures: list[Future[list[FileResult]]] = [
@@ -402,6 +401,18 @@ def run(
     # A worker died (killed, or a crash in native code) and took every unfinished chunk with
     # it: redo those files one at a time, each alone in a worker, to single out the culprit.
     yield from _run_isolated(tasks[done:], mode, unsafe_fixes, budget)
+
+
+def _chunks(tasks: Sequence[FileTask], workers_wanted: int) -> list[list[FileTask]]:
+    """The tasks in chunks that shrink as the work runs out: big ones cost little in messages,
+    and the last, of one file each, leave no worker idle for long while another finishes."""
+    chunks: list[list[FileTask]] = []
+    start = 0
+    while start < len(tasks):
+        size = max(1, min(MAX_CHUNK, math.ceil((len(tasks) - start) / (workers_wanted * 4))))
+        chunks.append(list(tasks[start : start + size]))
+        start += size
+    return chunks
 
 
 @contextlib.contextmanager

@@ -86,10 +86,16 @@ def _process_source(
         rules = [rule for rule in rules if rule.may_apply(text)]
     else:
         rules = []  # nothing here can be proven graph-attached
-    error = None if notebook else syntax_error(source)
+    tree: ast.Module | None = None
+    if notebook:
+        error = None
+    elif rules and screen.ENABLED:
+        tree, error = checked_tree(source)  # the screens read the tree
+    else:
+        error = syntax_error(source)
     if error is not None or not rules:
         return SourceResult(error=error)  # a file Python refuses is never rewritten
-    rules = screen.rules_wanted(source, text, rules)
+    rules = screen.rules_wanted(source, text, rules, tree)
     if not rules:
         return SourceResult()
     try:
@@ -134,6 +140,20 @@ def _process_source(
             result.new_source = again.new_source
             result.fixed.extend(again.fixed)  # at their positions in the intermediate file
     return result
+
+
+def checked_tree(source: bytes) -> tuple[ast.Module | None, str | None]:
+    """The file's `ast` tree, for the screens, and `syntax_error`'s verdict, from one parse:
+    Python's compiler checks the tree its parser built, as compiling the source would, without
+    parsing it a second time. A file it refuses gets `syntax_error`'s own words."""
+    try:
+        with warnings.catch_warnings():  # the compiler's SyntaxWarnings are not ours to print
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+            compile(tree, "<file>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, syntax_error(source)
+    return tree, None
 
 
 def syntax_error(source: bytes, *, top_level_await: bool = False) -> str | None:

@@ -26,6 +26,7 @@ from codemods.analysis.torch_api import (
     GRAPH_LEAVING_METHODS,
     REDUCING_METHODS,
     SCHEDULER_NAME,
+    at_word_starts,
 )
 from codemods.rules import Rule
 from codemods.rules.gf001_accumulated_loss import AccumulatedLoss
@@ -50,6 +51,16 @@ _SOURCE_TEXT = re.compile(
     r"Parameter|requires_grad|\.parameters\s*\(|backward|autograd"
     r"|\b(?:criterion|loss_fn|loss_func|loss_function)\s*\("
 )
+# What each alternative of `_SOURCE_TEXT` contains: a text without any cannot match it.
+_SOURCE_WORDS = (
+    "Parameter",
+    "requires_grad",
+    ".parameters",
+    "backward",
+    "autograd",
+    "criterion",
+    "loss_f",
+)
 # GF001's operand is a loss or a scalar, and the interpreter makes one only from a backward on
 # a name, a criterion (`nn.*Loss`, a functional loss, a conventionally named one) or a
 # reduction over all elements: `x.mean()` with no argument, or torch's `mean(x)`.
@@ -58,11 +69,16 @@ _LOSS_TEXT = re.compile(
     + "|".join(sorted(name.rsplit(".", 1)[1] for name in FUNCTIONAL_LOSSES))
     + r")\b"
 )
+# What each alternative of `_LOSS_TEXT` contains (every functional loss's name has one of the
+# last three): a text without any cannot match it.
+_LOSS_WORDS = ("backward", "Loss", "criterion", "loss_f", "_loss", "entropy", "kl_div")
 _REDUCING = "|".join(sorted(REDUCING_METHODS))
 _WHOLE_REDUCTION_TEXT = re.compile(r"\.[\s\\]*(?:" + _REDUCING + r")[\s\\]*\(\s*(?:#[^\n]*\s*)*\)")
-_ATTRIBUTE_REDUCTION_TEXT = re.compile(
-    r"\b([A-Za-z_][\w.]*?)[\s\\]*\.[\s\\]*(?:" + _REDUCING + r")[\s\\]*\("
-)
+# A reduction called on a receiver: `torch.sum(`, `x.mean (`; `_receiver` reads what it is
+# called on (a pattern that started with the receiver would be tried at every position).
+_REDUCTION_CALL_TEXT = re.compile(r"\.[\s\\]*(?:" + _REDUCING + r")[\s\\]*\(")
+_CONTINUATION = frozenset(" \t\n\r\f\v\\")
+_IDENTIFIER = re.compile(r"[^\W\d]\w*")
 _NAME_REDUCTION_TEXT = re.compile(r"(?<![\w.])(" + _REDUCING + r")[\s\\]*\(")
 _NEVER_LOSSES = (
     ast.Constant,
@@ -77,7 +93,8 @@ _NEVER_LOSSES = (
     ast.Compare,
 )
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "str", "bool", "round", "repr", "range"})
-_DEFINED_TEXT = re.compile(r"\bdef\s+(\w+)")
+# `def name`: the name read ahead, so that `def def f` (`def` as a name) also gives `f`.
+_DEF_TEXT = re.compile(r"def(?=\s+(\w+))")
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -110,18 +127,21 @@ class _Facts:
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
 
 
-def rules_wanted(source: bytes, text: str, rules: Sequence[Rule]) -> list[Rule]:
+def rules_wanted(
+    source: bytes, text: str, rules: Sequence[Rule], module: ast.Module | None = None
+) -> list[Rule]:
     """The rules that may report in the file (which Python compiles): all of them when
     screening is off or when one has no screen (a rule of another class than the registered
     one, as tests substitute), as the file is parsed anyway. GF004 is screened only when no
     other rule wants the file: on a file LibCST parses anyway, its screen costs about what its
-    rule does."""
+    rule does. `module`: the file's `ast` tree, when the caller has parsed it already."""
     if not ENABLED or not all(type(rule) in _SCREENS for rule in rules):
         return list(rules)
-    try:
-        module = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return list(rules)  # a notebook's joined cells, which only LibCST may accept
+    if module is None:
+        try:
+            module = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return list(rules)  # a notebook's joined cells, which only LibCST may accept
     imports = _import_aliases(module)
     facts = _Facts(
         imports=imports,
@@ -153,17 +173,34 @@ def _gf001(facts: _Facts, text: str, module: ast.Module) -> bool:
 
 def _loss_source(facts: _Facts, text: str) -> bool:
     """Whether the file may make a loss or a scalar (`_LOSS_TEXT`): a reduction is of torch's
-    when its receiver's root or its name is imported from torch."""
-    if _LOSS_TEXT.search(text) or _WHOLE_REDUCTION_TEXT.search(text):
+    when its receiver's root (one of the names before it, for this check) or its own name is
+    imported from torch."""
+    words = any(word in text for word in _LOSS_WORDS)
+    if (words and _LOSS_TEXT.search(text)) or _WHOLE_REDUCTION_TEXT.search(text):
         return True
     imports = facts.imports
+    from_torch = {name for name, qualified in imports.items() if qualified.startswith("torch")}
+    if not from_torch:
+        return False
     return any(
-        imports.get(match[1].split(".")[0], "").startswith("torch")
-        for match in _ATTRIBUTE_REDUCTION_TEXT.finditer(text)
-    ) or any(
-        imports.get(match[1], "").startswith("torch")
-        for match in _NAME_REDUCTION_TEXT.finditer(text)
+        not from_torch.isdisjoint(_IDENTIFIER.findall(_receiver(text, match.start())))
+        for match in _REDUCTION_CALL_TEXT.finditer(text)
+    ) or (
+        not from_torch.isdisjoint(REDUCING_METHODS)
+        and any(match[1] in from_torch for match in _NAME_REDUCTION_TEXT.finditer(text))
     )
+
+
+def _receiver(text: str, dot: int) -> str:
+    """The dotted names right before the `.` at `dot` (across spaces and line continuations):
+    `torch.linalg` for `torch.linalg.norm(`."""
+    start = dot
+    while start and text[start - 1] in _CONTINUATION:
+        start -= 1
+    end = start
+    while start and (text[start - 1].isalnum() or text[start - 1] in "_."):
+        start -= 1
+    return text[start:end]
 
 
 def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
@@ -200,7 +237,10 @@ def _graph_source(facts: _Facts, text: str, module: ast.Module) -> bool:
     defined here, a leaf (`nn.Parameter`, `requires_grad`), a backward on a name, or a loss
     (a functional loss, a `*Loss` module, a conventionally named criterion)."""
     if facts.graph_source is None:
-        facts.graph_source = bool(_SOURCE_TEXT.search(text)) or _builds_graph(module, facts)
+        words = any(word in text for word in _SOURCE_WORDS)
+        facts.graph_source = (words and bool(_SOURCE_TEXT.search(text))) or _builds_graph(
+            module, facts
+        )
     return facts.graph_source
 
 
@@ -227,7 +267,9 @@ _SCREENS: dict[type[Rule], Callable[[_Facts, str, ast.Module], bool]] = {
 
 
 def _training_step(text: str) -> bool:
-    if _TRAINING_TEXT.search(text):
+    # Python's `re` tries every alternative at every position: the words first, in C.
+    has_words = "backward" in text or "zero_grad" in text or "autograd" in text
+    if has_words and _TRAINING_TEXT.search(text):
         return True
     for match in _STEP_TEXT.finditer(text):
         receiver = _RECEIVER_TEXT.search(text[max(0, match.start() - 200) : match.start()])
@@ -409,7 +451,8 @@ class _Walker:
     def defined(self) -> set[str]:
         """Names the file defines a function or method under (from the text: a superset)."""
         if self._defined is None:
-            self._defined = set(_DEFINED_TEXT.findall("\n".join(self.lines)))
+            text = "\n".join(self.lines)
+            self._defined = {match[1] for match in at_word_starts(_DEF_TEXT, text)}
         return self._defined
 
     def _plain_bindings(self, context: _Context) -> dict[str, list[ast.expr] | None]:

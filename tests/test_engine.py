@@ -192,3 +192,12 @@ def test_a_dead_worker_costs_only_its_file(tmp_path: Path, monkeypatch: pytest.M
     failed = [r for r in results if r.error is not None]
     assert [r.path.name for r in failed] == ["kill17.py"]
     assert failed[0].error is not None and "worker process died" in failed[0].error.message
+
+
+def test_chunks_keep_the_order_and_shrink_to_single_files_at_the_end() -> None:
+    tasks = [FileTask(Path(f"f{i}.py"), frozenset()) for i in range(1000)]
+    chunks = engine._chunks(tasks, 2)
+    assert [task for chunk in chunks for task in chunk] == tasks
+    sizes = [len(chunk) for chunk in chunks]
+    assert sizes[0] == engine.MAX_CHUNK and sizes[-1] == 1
+    assert sizes == sorted(sizes, reverse=True)

@@ -7,6 +7,8 @@ and never rewritten, even when LibCST parses them.
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -15,9 +17,16 @@ import nbformat
 import pytest
 
 from codemods import screen
+from codemods.analysis.torch_api import at_word_starts
 from codemods.findings import Finding
 from codemods.notebooks import process_notebook
-from codemods.pipeline import RunOptions, SourceResult, process_source, syntax_error
+from codemods.pipeline import (
+    RunOptions,
+    SourceResult,
+    checked_tree,
+    process_source,
+    syntax_error,
+)
 from codemods.rules import RULES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -341,3 +350,63 @@ def test_syntax_newer_than_the_running_python_is_left_to_libcst() -> None:
     if sys.version_info < (3, 12):
         assert syntax_error(source) is None
     assert process_source(source, ALL).new_source is not None
+
+
+@pytest.mark.parametrize("source", [*REFUSED.values(), TRAINING, "x = '\\d'\n"])
+def test_one_parse_gives_the_screens_tree_and_the_compilers_verdict(source: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither prints the compiler's warnings
+        tree, error = checked_tree(source.encode())
+        assert error == syntax_error(source.encode())
+    assert (tree is None) == (error is not None)
+    if tree is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert ast.dump(tree) == ast.dump(ast.parse(source))
+
+
+@pytest.mark.parametrize(
+    ("text", "starts"),
+    [
+        ("grad(x)", [0]),
+        ("torch.no_grad()", []),
+        ("(grad(a), autograd.grad(b))", [1, 19]),
+        ("ingrad(x)\ngrad(y)", [10]),
+    ],
+)
+def test_matches_at_word_starts_are_those_of_a_word_boundary(text: str, starts: list[int]) -> None:
+    found = [match.start() for match in at_word_starts(re.compile(r"grad\("), text)]
+    assert found == starts == [m.start() for m in re.finditer(r"\bgrad\(", text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "receiver"),
+    [
+        ("torch.linalg.norm(x)", "torch.linalg"),
+        ("y = x .sum()", "x"),
+        ("y = (a + b) \\\n    .mean()", ""),
+        ("y = f(z).max(1)", ""),
+    ],
+)
+def test_a_reductions_receiver_is_read_back_from_its_dot(text: str, receiver: str) -> None:
+    match = screen._REDUCTION_CALL_TEXT.search(text)
+    assert match is not None
+    assert screen._receiver(text, match.start()) == receiver
+
+
+@pytest.mark.parametrize(
+    ("imports", "reduction", "may_be_loss"),
+    [
+        ("import torch", "torch.mean(values)", True),
+        ("import torch as T", "T.sum(values)", True),
+        ("import numpy as np", "np.mean(values)", False),
+        ("from torch import sum", "sum(values)", True),
+        ("import numpy as np", "sum(values)", False),
+    ],
+)
+def test_a_reduction_is_a_loss_source_only_when_torch_makes_it(
+    imports: str, reduction: str, may_be_loss: bool
+) -> None:
+    text = f"{imports}\nfor batch in loader:\n    total = total + {reduction}\n"
+    facts = screen._Facts(imports=screen._import_aliases(ast.parse(text)))
+    assert screen._loss_source(facts, text) is may_be_loss

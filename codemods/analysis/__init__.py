@@ -21,6 +21,7 @@ from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
+from codemods.cst_speedups import node_classes
 
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
 
@@ -28,6 +29,10 @@ _CALL_DEPTH = 3
 # By `type(...) in`: LibCST's node classes are final, and these walks run for every question.
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.Module})
 _LOOP_TYPES = frozenset({cst.For, cst.While})
+# `is_load`: what a stored name sits in (`a, [b, *c] = ...`), and what stores it.
+_UNPACKING = node_classes(cst.Element, cst.Tuple, cst.List, cst.StarredElement)
+_STORING = node_classes(cst.AssignTarget, cst.AsName)
+_TARGET_HOLDERS = node_classes(cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)
 Loop = cst.For | cst.While
 
 
@@ -248,12 +253,13 @@ class FileAnalysis:
     def is_load(self, node: cst.CSTNode) -> bool:
         """Whether the name or attribute `node` is read (rather than stored to) there."""
         child, parent = node, self.parent(node)
-        while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        while type(parent) in _UNPACKING:
             child, parent = parent, self.parent(parent)
-        if isinstance(parent, (cst.AssignTarget, cst.AsName)):
+        kind = type(parent)
+        if kind in _STORING:
             return False
-        if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-            return parent.target is not child
+        if kind in _TARGET_HOLDERS:
+            return parent.target is not child  # type: ignore[union-attr]
         return True
 
     def bindings(self, scope: ScopeNode) -> ScopeBindings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from itertools import repeat
 from operator import attrgetter
 
 import libcst as cst
@@ -79,6 +80,8 @@ _SKIPPED_FIELDS = frozenset(
         "arrow",
     }
 )
+# Field types that hold text, never a node (`Name.value`, `Integer.value`).
+_TEXT_TYPES = frozenset({str, str | None})  # equal to `Optional[str]`, as LibCST writes it
 # Per node class: what reads the fields that may hold nodes, as a tuple, in source order
 # (`_children_of` gives it for a node's class).
 _CHILD_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[object, ...]]] = {}
@@ -91,7 +94,9 @@ def _children_of(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ...
         names = tuple(
             f.name
             for f in fields(node)
-            if not f.name.startswith(_SKIPPED_FIELD_PREFIXES) and f.name not in _SKIPPED_FIELDS
+            if not f.name.startswith(_SKIPPED_FIELD_PREFIXES)
+            and f.name not in _SKIPPED_FIELDS
+            and f.type not in _TEXT_TYPES
         )
         if isinstance(node, cst.FunctionDef):  # decorators come first in the source
             names = ("decorators", *(n for n in names if n != "decorators"))
@@ -154,14 +159,18 @@ class _Indexer:
                 entered = self.enter(node, parent, grandparent)
                 if entered is not None:
                     pending.append((None, entered))
+            getter = _CHILD_GETTERS.get(kind) or _children_of(node)
+            if getter is _no_fields:
+                continue  # a name, a number, a string: no node below
             children: list[cst.CSTNode] = []
-            for child in _children_of(node)(node):
+            for child in getter(node):
                 child_kind = type(child)
                 if child_kind is list or child_kind is tuple:
                     children.extend(child)  # LibCST's sequence fields hold only nodes
                 elif child_kind in NODE_CLASSES:
                     children.append(child)  # type: ignore[arg-type]
-            pending.extend((child, position) for child in reversed(children))
+            children.reverse()
+            pending.extend(zip(children, repeat(position)))
         # A node's subtree ends where its last descendant's does: children come after parents.
         ends = list(range(1, len(order) + 1))
         for position in range(len(order) - 1, 0, -1):

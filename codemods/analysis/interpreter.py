@@ -25,12 +25,18 @@ from codemods.analysis.values import (
     Value,
     container_of,
 )
+from codemods.cst_speedups import node_classes
 
 Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
 
 # Parameters called like this are probably losses; only the unsafe tier may act on that.
 CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
 _LOOP_PASSES = 3
+# `value`'s less common expressions, as sets of classes for `type(node) in ...`.
+_BINARY = node_classes(cst.BinaryOperation)
+_SUBSCRIPT = node_classes(cst.Subscript)
+_UNARY = node_classes(cst.UnaryOperation)
+_TESTS = node_classes(cst.Comparison, cst.BooleanOperation)
 
 
 def target_key(node: cst.BaseExpression) -> str | None:
@@ -268,17 +274,20 @@ class Interpreter:
             return self.call(node, env, grad)  # type: ignore[arg-type]
         if kind is cst.Integer or kind is cst.Float:
             return NUMBER
-        if isinstance(node, cst.BinaryOperation):
-            left = self.value(node.left, env, grad)
-            right = self.value(node.right, env, grad)
-            if isinstance(node.operator, cst.MatrixMultiply):
+        if kind in _BINARY:
+            left = self.value(node.left, env, grad)  # type: ignore[attr-defined]
+            right = self.value(node.right, env, grad)  # type: ignore[attr-defined]
+            if isinstance(node.operator, cst.MatrixMultiply):  # type: ignore[attr-defined]
                 return self.tensor_result(left.grad.combine(right.grad), grad)
             return self.arithmetic(left, right, grad)
-        if isinstance(node, cst.UnaryOperation):
-            if isinstance(node.operator, cst.Not):
+        if kind in _SUBSCRIPT:
+            return self.subscript(node, env, grad)  # type: ignore[arg-type]
+        if kind in _UNARY:
+            if isinstance(node.operator, cst.Not):  # type: ignore[attr-defined]
                 return NUMBER
-            return self.arithmetic(self.value(node.expression, env, grad), NUMBER, grad)
-        if isinstance(node, (cst.Comparison, cst.BooleanOperation)):
+            operand = self.value(node.expression, env, grad)  # type: ignore[attr-defined]
+            return self.arithmetic(operand, NUMBER, grad)
+        if kind in _TESTS:
             return Value(Grad.FREE)
         if isinstance(node, cst.IfExp):
             return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))
@@ -299,15 +308,16 @@ class Interpreter:
             ]
             unpacked = len(values) < len(node.elements)  # `{**other, ...}`
             return container_of(Kind.DICT, values, unpacked=unpacked)
-        if isinstance(node, cst.Subscript):
-            container = self.value(node.value, env, grad)
-            if container.element is not None:
-                return container.element_read()
-            if container.kind is Kind.TENSOR:
-                return self.tensor_result(container.grad, grad)
-            return UNKNOWN
         if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
             return Value(Grad.FREE)
+        return UNKNOWN
+
+    def subscript(self, node: cst.Subscript, env: Env, grad: bool) -> Value:
+        container = self.value(node.value, env, grad)
+        if container.element is not None:
+            return container.element_read()
+        if container.kind is Kind.TENSOR:
+            return self.tensor_result(container.grad, grad)
         return UNKNOWN
 
     def comprehension(self, node: cst.ListComp | cst.GeneratorExp, env: Env, grad: bool) -> Value:

@@ -34,8 +34,21 @@ from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.values import Grad, Kind, Value
+from codemods.cst_speedups import node_classes
 
 _MAX_CALL_DEPTH = 3
+# Expressions that are data, whatever they hold: literals, comparisons, lambdas (`_build`).
+_DATA = node_classes(
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.BaseString,
+    cst.Comparison,
+    cst.BooleanOperation,
+    cst.Lambda,
+)
+_STATEMENT_LINES = node_classes(cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_COMPREHENSIONS = node_classes(cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
 # Python operators, keyed like the op table (`operator.<name>`).
 _BINARY_OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
@@ -277,17 +290,15 @@ class Provenance:
         return self._memoised(frame, node, "", lambda: self._build(node, frame))
 
     def _build(self, node: cst.BaseExpression, frame: _Frame) -> Origin:
-        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString)):
-            return self._data(node, frame)
-        if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.Lambda)):
+        if type(node) in _DATA:
             return self._data(node, frame)
         key = target_key(node)
         if key is not None:
             return self._name(node, key, frame)
-        if isinstance(node, cst.Attribute):
-            return self._attribute(node, frame)
-        if isinstance(node, cst.Call):
-            return self._call(node, frame)
+        if type(node) is cst.Attribute:  # final classes: `is`, not the ABC's check
+            return self._attribute(node, frame)  # type: ignore[arg-type]
+        if type(node) is cst.Call:
+            return self._call(node, frame)  # type: ignore[arg-type]
         if isinstance(node, cst.BinaryOperation):
             name = _BINARY_OPERATORS.get(type(node.operator))
             left, right = node.left, node.right
@@ -1052,10 +1063,8 @@ def _comprehension_binding(
     """The comprehension `for` whose target binds `key` where `node` reads it, and where in
     the target (`for i, x in ...` binds `x` at (1,))."""
     child, current = node, analysis.parent(node)
-    while current is not None and not isinstance(
-        current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
-    ):
-        if isinstance(current, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+    while current is not None and type(current) not in _STATEMENT_LINES:
+        if type(current) in _COMPREHENSIONS:
             comp_for: cst.CompFor | None = current.for_in
             while comp_for is not None:
                 if child is comp_for.iter:
@@ -1081,8 +1090,8 @@ def _target_path(target: cst.BaseExpression, key: str) -> tuple[int, ...] | None
 
 def _lambda_parameter(analysis: FileAnalysis, node: cst.CSTNode, key: str) -> bool:
     current = analysis.parent(node)
-    while current is not None and not isinstance(current, cst.SimpleStatementLine):
-        if isinstance(current, cst.Lambda) and any(
+    while current is not None and type(current) is not cst.SimpleStatementLine:
+        if type(current) is cst.Lambda and any(
             param.name.value == key for param in current.params.params
         ):
             return True

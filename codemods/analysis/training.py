@@ -87,7 +87,7 @@ class TrainingSteps:
         self, node: cst.CSTNode, scope: cst.CSTNode, seen: frozenset[cst.CSTNode]
     ) -> bool:
         for inner in self._analysis.descendants(node):
-            if not isinstance(inner, cst.Call):
+            if type(inner) is not cst.Call:  # final class: `is`, not the ABC's check
                 continue
             if is_training_step(inner) or (
                 self._analysis.qualified_name(inner.func) in torch_api.AUTOGRAD_FUNCTIONS

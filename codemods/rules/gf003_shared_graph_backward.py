@@ -60,13 +60,14 @@ from codemods.analysis.provenance import (
     saves_tensors,
     walk,
 )
+from codemods.analysis.torch_api import at_word_starts
 from codemods.analysis.training import is_optimizer_step
 from codemods.findings import Tier
 from codemods.rules.base import Rule, RuleFinding
 from codemods.rules.edits import method_call
 
 # `x.backward(`, `torch.autograd.backward(`, `torch.autograd.grad(`, `grad(` once imported.
-_BACKWARD_TEXT = re.compile(r"\.backward\(|\bgrad\(")
+_GRAD_CALL_TEXT = re.compile(r"grad\(")  # at a word's start: `grad(`, not `no_grad(`
 _LOOP_TEXT = re.compile(r"^\s*(?:for|while)\b", re.MULTILINE)
 _TWICE_ERROR = '"Trying to backward through the graph a second time"'
 # Context managers under which a failing backward is what the code expects.
@@ -189,7 +190,7 @@ class SharedGraphBackward(Rule):
     )
 
     def may_apply(self, text: str) -> bool:
-        calls = len(_BACKWARD_TEXT.findall(text))
+        calls = text.count(".backward(") + sum(1 for _ in at_word_starts(_GRAD_CALL_TEXT, text))
         return calls >= 2 or (calls == 1 and bool(_LOOP_TEXT.search(text)))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:

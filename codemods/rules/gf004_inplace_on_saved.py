@@ -204,19 +204,20 @@ class _Checker:
     # -- what it detects ----------------------------------------------------------------
     def _writes(self) -> Iterator[_Write]:
         for node in self.analysis.index.of_types(cst.AugAssign, cst.Assign, cst.Call):
-            if isinstance(node, cst.AugAssign):
+            kind = type(node)  # exactly one of the three
+            if kind is cst.AugAssign:
                 target = node.target
                 if isinstance(target, cst.Subscript):
                     if not _string_index(target):
                         yield _Write(node, target.value, WriteKind.INDEX)
                 elif target_key(target) is not None and not isinstance(node.value, _SEQUENCES):
                     yield _Write(node, target, WriteKind.AUGMENTED)
-            elif isinstance(node, cst.Assign):
+            elif kind is cst.Assign:
                 for assign_target in node.targets:
                     written = assign_target.target
                     if isinstance(written, cst.Subscript) and not _string_index(written):
                         yield _Write(node, written.value, WriteKind.INDEX)
-            elif isinstance(node, cst.Call):
+            else:
                 yield from self._call_writes(node)
 
     def _call_writes(self, call: cst.Call) -> Iterator[_Write]:
