@@ -22,7 +22,7 @@ from libcst.metadata import CodeRange
 from codemods import cst_speedups, screen
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
-from codemods.rules import RULES, RuleFinding
+from codemods.rules import RULES, Rule, RuleFinding
 from codemods.suppressions import is_suppressed
 
 
@@ -104,6 +104,22 @@ def _process_source(
         return SourceResult(error=_parse_error_text(source, error), parsed=True)
 
     analysis = FileAnalysis(module)
+    try:
+        return _report(module, source, analysis, rules, options, notebook, round_)
+    finally:
+        analysis.release()
+
+
+def _report(
+    module: cst.Module,
+    source: bytes,
+    analysis: FileAnalysis,
+    rules: list[Rule],
+    options: RunOptions,
+    notebook: bool,
+    round_: int,
+) -> SourceResult:
+    """The rules' findings on the analysed file, and (in fix mode) the file they fix."""
     found = [(rule.code, finding) for rule in rules for finding in rule.check(analysis)]
     if not found:
         return SourceResult(parsed=True)

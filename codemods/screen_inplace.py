@@ -112,7 +112,11 @@ def may_break_saved(module: ast.Module, imports: dict[str, str], text: str) -> b
     sequential = "Sequential" in text and _INPLACE_LAYER_TEXT.search(text)
     if sequential and _sequential_may_break(module, imports):
         return True
-    return _InplaceScreen(module, imports, text).may_break()
+    screen = _InplaceScreen(module, imports, text)
+    try:
+        return screen.may_break()
+    finally:
+        screen.survey.release()
 
 
 def _sequential_may_break(module: ast.Module, imports: dict[str, str]) -> bool:
@@ -187,6 +191,16 @@ class _Survey:
         self.bindings: list[ast.AST] = []
         self.bound_names: set[str] = set()  # every name the file binds, in any scope
         self.root = self._scope(module, None, [])
+
+    def release(self) -> None:
+        """Unlink the scans (each links its inner scopes, its outer one and its flow, which
+        links the screen): reference counting then frees them and the file's `ast` tree at
+        once, where the cyclic collector would traverse the whole tree first."""
+        pending = [self.root]
+        while pending:
+            scan = pending.pop()
+            pending.extend(scan.inner)
+            scan.inner, scan.outer, scan.flow = [], None, None
 
     def _scope(self, scope: _Scope, outer: _Scan | None, functions: list[set[str]]) -> _Scan:
         """Pre-order over the scope's own nodes, iteratively: the screen's largest walk, so

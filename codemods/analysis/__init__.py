@@ -53,6 +53,12 @@ class FileAnalysis:
         self._backward_by_root = self._index_backward_calls()
         self._interpret_all()
 
+    def release(self) -> None:
+        """Drop everything the analysis holds. Its parts link back to it (the interpreters'
+        callbacks, the training steps), so without this the cyclic garbage collector, not
+        reference counting, frees the file's tree, after traversing all of it."""
+        self.__dict__.clear()
+
     # -- questions rules ask ------------------------------------------------------------
     def qualified_name(self, node: cst.BaseExpression) -> str | None:
         return qualify(node, self.aliases)
