@@ -474,19 +474,26 @@ class _Walker:
 
     def _evaluates(self, function: _Function) -> bool:
         if function not in self.evaluating:  # once per function, not once per store
-            self.evaluating[function] = _evaluates(function)
+            # A `.eval()` call spells `eval` on one of the function's lines (its decorators').
+            first = min(node.lineno for node in (function, *function.decorator_list))
+            lines = self.lines[first - 1 : end_line(function)]
+            calls_eval = any("eval" in line for line in lines)
+            self.evaluating[function] = _evaluates(function, calls_eval)
         return self.evaluating[function]
 
 
-def _evaluates(function: _Function) -> bool:
+def _evaluates(function: _Function, calls_eval: bool) -> bool:
     """`training.is_evaluation_function` without its training-step condition: named for
-    inference or evaluation, or calling `.eval()`."""
-    return bool(EVALUATION_NAME.match(function.name)) or any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "eval"
-        and not node.args
-        for node in ast.walk(function)
+    inference or evaluation, or calling `.eval()` (`calls_eval`: it may)."""
+    return bool(EVALUATION_NAME.match(function.name)) or (
+        calls_eval
+        and any(
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "eval"
+            and not node.args
+            for node in ast.walk(function)
+        )
     )
 
 

@@ -190,16 +190,20 @@ class _Walker:
         return self.walrus_bindings(node, env, node)
 
     def small_statement(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                env = self.bind(target.target, node.value, BindingKind.ASSIGN, node, env)
+        kind = type(node)  # final classes: `is`, not the ABC's check
+        if kind is cst.Expr:
             return env
-        if isinstance(node, cst.AnnAssign) and node.value is not None:
-            return self.bind(node.target, node.value, BindingKind.ASSIGN, node, env)
-        if isinstance(node, cst.AugAssign):
-            return self.bind(node.target, node.value, BindingKind.AUGMENTED, node, env)
-        if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(
-            node.names, cst.ImportStar
+        if kind is cst.Assign:
+            for target in node.targets:  # type: ignore[attr-defined]
+                env = self.bind(target.target, node.value, BindingKind.ASSIGN, node, env)  # type: ignore[attr-defined]
+            return env
+        if kind is cst.AnnAssign and node.value is not None:  # type: ignore[attr-defined]
+            return self.bind(node.target, node.value, BindingKind.ASSIGN, node, env)  # type: ignore[attr-defined]
+        if kind is cst.AugAssign:
+            return self.bind(node.target, node.value, BindingKind.AUGMENTED, node, env)  # type: ignore[attr-defined]
+        if (kind is cst.Import or kind is cst.ImportFrom) and not isinstance(
+            node.names,  # type: ignore[attr-defined]
+            cst.ImportStar,
         ):
             for alias in node.names:
                 bound = alias.asname.name if alias.asname is not None else alias.name

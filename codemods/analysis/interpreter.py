@@ -33,6 +33,7 @@ Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
 CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
 _LOOP_PASSES = 3
 # `value`'s less common expressions, as sets of classes for `type(node) in ...`.
+_SMALL_STATEMENTS = node_classes(cst.BaseSmallStatement)
 _BINARY = node_classes(cst.BinaryOperation)
 _SUBSCRIPT = node_classes(cst.Subscript)
 _UNARY = node_classes(cst.UnaryOperation)
@@ -113,11 +114,13 @@ class Interpreter:
             return self.assignment(node, env, grad)  # type: ignore[arg-type]
         if kind is cst.Expr:
             return self.expression_statement(node.value, env, grad)  # type: ignore[attr-defined]
-        if isinstance(node, cst.Return) and node.value is not None:
+        if kind is cst.Return and node.value is not None:  # type: ignore[attr-defined]
             value = self.value(node.value, env, grad)
             returned = self.facts.returned
             self.facts.returned = value if returned is None else returned.join(value)
             return env
+        if kind in _SMALL_STATEMENTS:
+            return env  # `pass`, `import`, `raise`: nothing the environment tracks
         if isinstance(node, cst.If):
             taken = self.block(node.body.body, dict(env), grad)
             if node.orelse is None:
@@ -194,7 +197,7 @@ class Interpreter:
         env: Env,
         grad: bool,
     ) -> Env:
-        if isinstance(node, cst.AugAssign):
+        if type(node) is cst.AugAssign:
             current = self.value(node.target, env, grad)
             value = self.arithmetic(current, self.value(node.value, env, grad), grad)
             return self.bind(node.target, value, env)
@@ -205,7 +208,7 @@ class Interpreter:
             [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         )
         for target in targets:
-            if isinstance(target, cst.Name) and value.grad is not Grad.ATTACHED:
+            if type(target) is cst.Name and value.grad is not Grad.ATTACHED:
                 evidence = self.backward_evidence(target.value, node)
                 if evidence:
                     value = replace(
@@ -376,8 +379,8 @@ class Interpreter:
             known = self.library_call(name, node, args, grad)
             if known is not None:
                 return known
-        if isinstance(node.func, cst.Attribute):
-            receiver = self.value(node.func.value, env, grad)
+        if type(node.func) is cst.Attribute:
+            receiver = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
             method = self.method_call(node, receiver, args, grad)
             if method is not None:
                 return method

@@ -375,7 +375,7 @@ class _Checker:
         last = start[sites[-1].call]
         calls = []
         for node in self.analysis.descendants(scope):
-            if not isinstance(node, cst.Call) or start[node] >= last:
+            if type(node) is not cst.Call or start[node] >= last:  # final class: `is`
                 continue
             func = node.func
             name = func.value if isinstance(func, cst.Name) else None
