@@ -12,7 +12,7 @@ import ast
 import gc
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -233,7 +233,7 @@ def _finding(
     code: str,
     rule_finding: RuleFinding,
     where: CodeRange,
-    positions: dict[cst.CSTNode, CodeRange],
+    positions: Mapping[cst.CSTNode, CodeRange],
 ) -> Finding:
     edit = None
     if rule_finding.replacements and rule_finding.tier is not Tier.REPORT:
@@ -254,7 +254,7 @@ def _edit(
     module: cst.Module,
     rule_finding: RuleFinding,
     where: CodeRange,
-    positions: dict[cst.CSTNode, CodeRange],
+    positions: Mapping[cst.CSTNode, CodeRange],
 ) -> Edit:
     """The finding's fix as one text edit: over the reported node when the replacements are
     inside it, else over the span from the first replaced or reported text to the last (a
@@ -298,7 +298,7 @@ def _offset(code: str, position: tuple[int, int]) -> int:
 def overlaps(
     new: dict[cst.CSTNode, cst.CSTNode],
     taken: dict[cst.CSTNode, cst.CSTNode],
-    positions: dict[cst.CSTNode, CodeRange],
+    positions: Mapping[cst.CSTNode, CodeRange],
 ) -> bool:
     """Whether any node `new` replaces shares source text with one already being replaced."""
     for node in new:

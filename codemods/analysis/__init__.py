@@ -8,17 +8,18 @@ this statement, in which grad mode does it run, where else does this name occur.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from codemods.analysis import torch_api
 from codemods.analysis.bindings import NamedExpressions, ScopeBindings, scope_bindings
 from codemods.analysis.imports import import_aliases, qualify
 from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
+from codemods.analysis.positions import SourcePositions
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
 from codemods.cst_speedups import node_classes
@@ -127,11 +128,9 @@ class FileAnalysis:
         return branch_a is not branch_b and current.test not in (branch_a, branch_b)
 
     @cached_property
-    def positions(self) -> dict[cst.CSTNode, CodeRange]:
-        """Where each node is in the source. LibCST computes this by generating the whole
-        module's code, so it is asked for only once a file has findings, and only once."""
-        wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-        return dict(wrapper.resolve(PositionProvider))
+    def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
+        """Where each node is in the source, located when first asked (`SourcePositions`)."""
+        return SourcePositions(self.module, self.index.parents)
 
     def code_of(self, node: cst.CSTNode, limit: int | None = None) -> str:
         """`node`'s source on one line, for messages; cut to `limit` characters."""
