@@ -109,8 +109,8 @@ def test_workers_end_with_a_killed_gradfix(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("delay", [0.1, 0.4, 1.2])
 def test_ctrl_c_exits_130_quietly_at_any_moment(tmp_path: Path, delay: float) -> None:
-    for i in range(80):  # still running when the last delay is up
-        (tmp_path / f"m{i:02}.py").write_text(BUGGY + "x = 1\n" * 200)
+    for i in range(200):  # still running when the last delay is up (a run takes seconds)
+        (tmp_path / f"m{i:03}.py").write_text(BUGGY + "x = 1\n" * 600)
     process = start_gradfix(["check", "-j", "2", "--no-cache", "."], tmp_path)
     time.sleep(delay)
     children = descendants(process.pid)
