@@ -5,10 +5,12 @@ write's own function (scope), evaluated before it or in a loop around both, save
 as its output, or as one of its inputs. Provenance finds the storage by following names to
 their bindings, views (the op table's `view_of_input`, `x[i]`, `.T`), `.detach()`, in-place
 layers, and calls of the file's own functions. The screen follows the same paths coarsely: per
-scope, a binding joins its targets with every name its value may alias, into one class; a write
-may break a saved tensor only when an op of its scope reads, or binds its result to, a name of
-the written tensor's class. A function whose decorator turns grad mode off saves nothing and
-may write its leaves. Whatever the screen cannot follow lets the file through.
+scope, a binding links each version it binds to every name its value may alias; a write may
+break a saved tensor only when what it writes and what an op of its scope reads (or binds its
+result to) reach a common name through those links, as a view of `x` and `x` both reach `x`
+(two values bound from one call's arguments `a` and `b` do not: each reaches its own). A
+function whose decorator turns grad mode off saves nothing and may write its leaves. Whatever
+the screen cannot follow lets the file through.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _sequential_may_break(module: ast.Module, imports: dict[str, str]) -> bool:
 
 
 class _Classes:
-    """Union-find over the names and `self.x` keys of one scope."""
+    """Union-find over `self.x` keys (and `<leaf>`), for the whole file."""
 
     def __init__(self) -> None:
         self.parent: dict[str, str] = {}
@@ -429,7 +431,11 @@ class _InplaceScreen:
         writes = [] if grad_off else list(self._writes(scan))
         if writes:
             flow = self._flow(scan)
-            ops = [(op, self._op_names(op, scan, flow)) for op in scan.nodes if self._saves(op)]
+            ops = [
+                (op, flow.reach(self._op_names(op, scan, flow)))
+                for op in scan.nodes
+                if self._saves(op)
+            ]
             for call, target, line in writes:
                 env = flow.before[scan.statement[call]]
                 if isinstance(target, ast.Name) and flow.kind(target.id, env) is not None:
@@ -452,14 +458,14 @@ class _InplaceScreen:
         return scan.flow
 
     def _written(self, target: ast.expr, flow: _Flow, env: _Env) -> set[str] | None:
-        """The class of the written tensor; None when the screen cannot tell."""
+        """What the written tensor may share storage with; None when the screen cannot tell."""
         keys = self.aliases(target, env)
         if not keys:
             # `w.data[i] = v`, `p.grad.zero_()`: storage without history, which no op saved.
             # An op in the written expression (`x.sigmoid().mul_(2)`) may have saved it.
             ops = any(self._saves(node) for node in ast.walk(target))
             return None if ops else set()
-        return flow.members(keys)
+        return flow.reach(keys)
 
     def _grad_disabled(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         for decorator in function.decorator_list:
@@ -714,11 +720,13 @@ class _InplaceScreen:
 
 class _Flow:
     """A scope's names, versioned where they are bound (as reaching bindings tell them
-    apart), with the classes of versions and `self.x` keys that may share storage."""
+    apart), with what each version and `self.x` key may share storage with."""
 
     def __init__(self, screen: _InplaceScreen, scan: _Scan) -> None:
         self.screen = screen
-        self.classes = _Classes()
+        # Version or `self.x` key -> the keys it was bound from, whose storage it may share.
+        self.links: dict[str, set[str]] = {}
+        self._reach: dict[str, frozenset[str]] = {}
         self.before: dict[ast.AST, _Env] = {}  # the versions each statement reads
         self.bound_by: dict[ast.AST, set[str]] = {}  # the versions a statement binds
         self.versions: dict[str, set[str]] = {}  # name -> its versions
@@ -731,31 +739,57 @@ class _Flow:
         self._run(scan.body, {})
         self._scan = scan
         self._rebound: dict[str, str] | None = None  # `_rebound_in_place`, once asked
-        for key in list(self.classes.parent):
+        mentioned = set(self.links).union(*self.links.values())
+        for key in mentioned:
             if key[:5] == "self.":
-                self.classes.union(screen.attribute_groups.get(key, set()) | {key})
+                # Any `self.x` a binding of the file links to this one, either way.
+                group = screen.attribute_groups.get(key, set())
+                self._link({key}, group)
+                self._link(group, {key})
             elif key not in self.versions and "@" not in key:
                 # A name this scope never binds lives in an enclosing one (a closure, a global).
                 outer = scan.outer
                 while outer is not None:
                     outer_flow = screen._flow(outer)
                     if key in outer_flow.versions:
-                        self.classes.union(outer_flow.members(outer_flow.versions[key]) | {key})
+                        self._link({key}, outer_flow.reach(outer_flow.versions[key]))
                     outer = outer.outer
-        self.groups = self.classes.groups()
 
-    def members(self, keys: set[str]) -> set[str]:
-        members: set[str] = set()
+    def _link(self, keys: set[str], sources: set[str]) -> None:
+        """Each of `keys` may share the storage of each of `sources` (it was bound from them,
+        holds them, or is one of them after a branch or loop)."""
         for key in keys:
-            members |= self.groups.get(self.classes.find(key), {key})
-        return members
+            self.links.setdefault(key, set()).update(sources - {key})
+
+    def reach(self, keys: set[str]) -> set[str]:
+        """The keys whose storage one of `keys` may share: themselves, what they were bound
+        from, and so on. Two expressions may share storage only when their keys reach a
+        common key (a view of `x` and `x` itself both reach `x`; two views of `x` do too)."""
+        reached: set[str] = set()
+        for key in keys:
+            known = self._reach.get(key)
+            if known is None:
+                known = self._reach[key] = frozenset(self._walk(key))
+            reached |= known
+        return reached
+
+    def _walk(self, key: str) -> set[str]:
+        seen = {key}
+        pending = [key]
+        links = self.links
+        while pending:
+            for source in links.get(pending.pop(), ()):
+                if source not in seen:
+                    seen.add(source)
+                    pending.append(source)
+        return seen
 
     # -- versions -----------------------------------------------------------------------
     def _new(self, name: str, joined: set[str]) -> str:
         self._count += 1
         version = f"{name}@{self._count}"
         self.versions.setdefault(name, set()).add(version)
-        self.classes.union({version} | joined)
+        self._link({version}, joined)
         return version
 
     def kind(self, name: str, env: _Env) -> str | None:
@@ -810,7 +844,7 @@ class _Flow:
         else:
             # `self.x = v`, `a[i] = v`, `a.b = v`: stored into what the target names.
             stored = self.screen.aliases(target, env)
-            self.classes.union(stored | value)
+            self._link(stored, value)
             bound |= {key for key in stored if key[:5] == "self."}
 
     def _run(self, body: list[ast.stmt], env: _Env) -> _Env:
@@ -851,7 +885,7 @@ class _Flow:
             self._bind(node, node.target, aliases(node.value, before), env, node.value)
         elif isinstance(node, ast.AugAssign) and isinstance(node.value, _DISPLAYS):
             # `xs += [x]` extends in place; `h += r` keeps `h`'s own storage either way.
-            self.classes.union(aliases(node.target, before) | aliases(node.value, before))
+            self._link(aliases(node.target, before), aliases(node.value, before))
         return env
 
     def _inner_bindings(self, statement: ast.stmt, env: _Env) -> None:
@@ -863,9 +897,9 @@ class _Flow:
                 if isinstance(inner, ast.NamedExpr):
                     target = aliases(inner.target, env)
                     self.bound_by.setdefault(statement, set()).update(target)
-                    self.classes.union(target | aliases(inner.value, env))
+                    self._link(target, aliases(inner.value, env))
                 elif isinstance(inner, ast.comprehension):
-                    self.classes.union(aliases(inner.target, env) | aliases(inner.iter, env))
+                    self._link(aliases(inner.target, env), aliases(inner.iter, env))
 
     def _case(self, node: ast.Match, case: ast.match_case, env: _Env) -> _Env:
         env = dict(env)
@@ -896,7 +930,7 @@ class _Flow:
             inside = self._run(part, inside)
         for name, version in inside.items():
             if name in entry and version != entry[name]:
-                self.classes.union({version, entry[name]})
+                self._link({entry[name]}, {version})
                 joined = self._joins.get(entry[name])
                 if joined is not None:
                     joined.append(version)

@@ -200,6 +200,10 @@ x = model(torch.randn(2, 4))
         ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nprint(y)", False),
         ("act = nn.ReLU(inplace=True)\ny = torch.sigmoid(x)\nz = torch.cat([y])", False),
         ("ACTS = {'relu': nn.ReLU(True)}\ny = torch.sigmoid(x)\nz = ACTS['relu'](y)", True),
+        # A value bound from two may share either's storage; the two do not share each other's.
+        ("y = torch.sigmoid(x)\nb = torch.zeros(4)\npair = [y, b]\nb[0] = 1", False),
+        ("y = torch.sigmoid(x)\nb = torch.zeros(4)\npair = [y, b]\npair[0][0] = 1", True),
+        ("y = torch.sigmoid(x)\nv = y.view(-1)\nw = y.view(-1)\nw[0] = 1", True),
     ],
 )
 def test_gf004_needs_a_write_to_what_an_op_may_have_saved(lines: str, may_break: bool) -> None:
