@@ -185,6 +185,13 @@ class _Checker:
         self._by_scope: dict[ScopeNode, list[cst.CSTNode]] = {}
         self._load_cache: dict[ScopeNode, list[cst.BaseExpression]] = {}
         self._backwards: dict[ScopeNode, list[cst.CSTNode]] = {}
+        # Whether some call of the file passes a literal `True` as `inplace`: a functional
+        # working in place, a module or table entry built to. Without one, no call writes
+        # through a flag, and the costly search for a call's module is skipped.
+        self._flagged = any(
+            _flag_argument(call, analysis.qualified_name(call.func)) is not None  # type: ignore[attr-defined]
+            for call in analysis.index.of_types(cst.Call)
+        )
 
     def findings(self) -> Iterator[RuleFinding]:
         broken: set[Storage] = set()
@@ -238,6 +245,8 @@ class _Checker:
 
     def _inplace_flag(self, call: cst.Call) -> cst.Name | None:
         """The `True` that makes this functional, or the module it calls, work in place."""
+        if not self._flagged:
+            return None
         qualified = self.analysis.qualified_name(call.func)
         if qualified is not None and qualified.startswith("torch.nn.functional."):
             return _flag_argument(call, qualified)
@@ -252,6 +261,8 @@ class _Checker:
         """The in-place entry (`nn.ReLU(inplace=True)`) of a module-level table of module
         instances that `module` is taken from: `ACTS[name]`, or `self.act` that its class
         only ever assigns from `ACTS[...]`."""
+        if not self._flagged:
+            return None
         lookups: list[cst.BaseExpression] = [module]
         key = target_key(module)
         if key is not None and not key.startswith("self."):
