@@ -417,9 +417,69 @@ def read(source: bytes) -> Notebook:
     """The notebook in `source`; raises NotebookError when it is not one gradfix reads."""
     try:
         text = source.decode("utf-8")
-        model = nbformat.reader.reads(text)
     except UnicodeDecodeError as error:
         raise NotebookError(f"1:1: parse error: not a notebook: {error}") from error
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None  # nbformat says why
+    plain = _plain_v4(document)
+    if plain is None:
+        return _read_with_nbformat(text)
+    cells, metadata = plain
+    sources = tuple(_joined(cell.get("source", "")) for cell in cells)
+    code = [i for i, cell in enumerate(cells) if cell.get("cell_type") == "code"]
+    return Notebook(
+        text,
+        document,
+        sources,
+        tuple(_code_lines(code, sources)),
+        _language(metadata).lower().startswith(("python", "ipython")),
+    )
+
+
+def _plain_v4(document: Any) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The cells and metadata of an nbformat 4 document that nbformat's reader would read
+    without a complaint (every cell a table with its metadata, sources, outputs and
+    attachments of the types nbformat joins), read straight from its JSON: nbformat would
+    copy every table into its own node type first. None for anything else, which nbformat
+    then reads (and rejects) itself."""
+    if type(document) is not dict or type(document.get("nbformat")) is not int:
+        return None
+    cells, metadata = document.get("cells"), document.get("metadata")
+    if document["nbformat"] != 4 or type(cells) is not list or type(metadata) is not dict:
+        return None
+    for cell in cells:
+        if type(cell) is not dict or type(cell.get("metadata")) is not dict:
+            return None
+        if not _text(cell.get("source", "")):
+            return None
+        attachments = cell.get("attachments", {})
+        if type(attachments) is not dict or any(type(a) is not dict for a in attachments.values()):
+            return None
+        outputs = cell.get("outputs", []) if cell.get("cell_type") == "code" else []
+        if type(outputs) is not list:
+            return None
+        for output in outputs:
+            if type(output) is not dict or type(output.get("data", {})) is not dict:
+                return None
+            if not _text(output.get("text", "")):
+                return None
+    return cells, metadata
+
+
+def _text(value: Any) -> bool:
+    """A string, or a list of them (nbformat's way of storing one by lines)."""
+    return type(value) is str or (type(value) is list and all(type(v) is str for v in value))
+
+
+def _joined(source: str | list[str]) -> str:
+    return source if type(source) is str else "".join(source)
+
+
+def _read_with_nbformat(text: str) -> Notebook:
+    try:
+        model = nbformat.reader.reads(text)
     except nbformat.reader.NotJSONError as error:
         cause = error.__cause__
         if isinstance(cause, json.JSONDecodeError):

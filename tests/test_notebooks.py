@@ -14,7 +14,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from typer.testing import CliRunner
 
-from codemods import pipeline
+from codemods import notebooks, pipeline
 from codemods.commands import app
 from codemods.engine import ErrorKind, FileTask, Mode, process_file
 from codemods.findings import Finding
@@ -453,3 +453,46 @@ def test_fix_rewrites_the_notebook_and_stdin_too(project: Path) -> None:
     assert piped.stdout_bytes == expected
     assert gradfix("fix", "train.ipynb").exit_code == 0
     assert project.read_bytes() == expected
+
+
+NOTEBOOK_FILES = sorted((Path(__file__).parent / "fixtures").rglob("*.ipynb"))
+
+
+def _odd_shapes() -> dict[str, str]:
+    """Documents nbformat reads (or rejects) that the direct reading must match."""
+    cell = {"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "y = 2"], "outputs": []}
+    base = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}
+    shapes = {
+        "lines": base,
+        "string source": {**base, "cells": [{**cell, "source": "x = 1\n"}]},
+        "stream output as lines": {
+            **base,
+            "cells": [{**cell, "outputs": [{"output_type": "stream", "text": ["a\n", "b"]}]}],
+        },
+        "a cell without metadata": {**base, "cells": [{"cell_type": "code", "source": "x"}]},
+        "no metadata": {key: value for key, value in base.items() if key != "metadata"},
+        "a number as source": {**base, "cells": [{**cell, "source": 3}]},
+        "nbformat 4.0": {**base, "nbformat": 4.0},
+        "nbformat 3": {**base, "nbformat": 3},
+        "a list": [base],
+        "kernel language": {**base, "metadata": {"kernelspec": {"language": "julia"}}},
+    }
+    return {name: json.dumps(document) for name, document in shapes.items()}
+
+
+def _as_read(text: str, reader: Callable[[str], Any]) -> object:
+    try:
+        notebook = reader(text)
+    except Exception as error:  # the same error, in the same words
+        return type(error), str(error)
+    return notebook.sources, notebook.lines, notebook.is_python, notebook.document
+
+
+@pytest.mark.parametrize(
+    "text",
+    [*(path.read_text() for path in NOTEBOOK_FILES), *_odd_shapes().values()],
+    ids=[*(path.parent.name + "/" + path.name for path in NOTEBOOK_FILES), *_odd_shapes()],
+)
+def test_reading_the_json_directly_gives_what_nbformat_gives(text: str) -> None:
+    direct = _as_read(text, lambda text: read(text.encode()))
+    assert direct == _as_read(text, notebooks._read_with_nbformat)
