@@ -38,6 +38,7 @@ _BINARY = node_classes(cst.BinaryOperation)
 _SUBSCRIPT = node_classes(cst.Subscript)
 _UNARY = node_classes(cst.UnaryOperation)
 _TESTS = node_classes(cst.Comparison, cst.BooleanOperation)
+_TEXT = node_classes(cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 def target_key(node: cst.BaseExpression) -> str | None:
@@ -292,8 +293,10 @@ class Interpreter:
             return self.arithmetic(operand, NUMBER, grad)
         if kind in _TESTS:
             return Value(Grad.FREE)
-        if isinstance(node, cst.IfExp):
-            return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))
+        if kind in _TEXT:
+            return Value(Grad.FREE)
+        if kind is cst.IfExp:
+            return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))  # type: ignore[attr-defined]
         if isinstance(node, (cst.List, cst.Tuple)):
             items = [self.value(item.value, env, grad) for item in node.elements]
             starred = any(isinstance(item, cst.StarredElement) for item in node.elements)
@@ -311,8 +314,6 @@ class Interpreter:
             ]
             unpacked = len(values) < len(node.elements)  # `{**other, ...}`
             return container_of(Kind.DICT, values, unpacked=unpacked)
-        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
-            return Value(Grad.FREE)
         return UNKNOWN
 
     def subscript(self, node: cst.Subscript, env: Env, grad: bool) -> Value:

@@ -1106,8 +1106,9 @@ def _returned_values(
     follow); a bare `return` returns nothing worth following."""
     values: list[cst.BaseExpression] = []
     for node in analysis.descendants(function.body):
-        if isinstance(node, (cst.Return, cst.Yield)) and analysis.scope_of(node) is function:
-            if isinstance(node, cst.Yield):
+        kind = type(node)  # final classes: `is`, not the ABC's check
+        if (kind is cst.Return or kind is cst.Yield) and analysis.scope_of(node) is function:
+            if kind is cst.Yield:
                 return None
             if node.value is not None:
                 values.append(node.value)

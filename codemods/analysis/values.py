@@ -77,7 +77,7 @@ class Value:
     leaf: bool = False
 
     def join(self, other: Value) -> Value:
-        if self == other:
+        if self is other or self == other:  # `==` compares every field
             return self
         element = None
         if self.element is not None and other.element is not None:
