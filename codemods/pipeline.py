@@ -96,6 +96,7 @@ def _process_source(
     if error is not None or not rules:
         return SourceResult(error=error)  # a file Python refuses is never rewritten
     rules = screen.rules_wanted(source, text, rules, tree)
+    del tree  # not needed past the screens: freed before LibCST builds its own tree
     if not rules:
         return SourceResult()
     try:
