@@ -482,6 +482,10 @@ def run_cached(
             if index is not None and metadata is not None:
                 _remember(index, task, metadata, result, unsafe_fixes)
             yield result
+        # Let `run` end on its own: closed while it holds its pool, it would end the workers
+        # as after Ctrl-C (killed, the pool's thread left running into Python's exit, where
+        # CPython 3.11's exit hook may write to that thread's pipe as it closes: EBADF).
+        next(fresh, None)
     for index in indexes.values():
         if index is not None:
             index.save()

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -201,3 +204,29 @@ def test_chunks_keep_the_order_and_shrink_to_single_files_at_the_end() -> None:
     sizes = [len(chunk) for chunk in chunks]
     assert sizes[0] == engine.MAX_CHUNK and sizes[-1] == 1
     assert sizes == sorted(sizes, reverse=True)
+
+
+def test_a_run_ends_its_pool_as_a_finished_run_not_as_an_interrupted_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_cached` takes one result per file and must then let `run` end: closed while it
+    still holds its pool, `run` would end the workers as after Ctrl-C (killed, and the pool's
+    thread left running into Python's exit)."""
+    ended_by: list[BaseException | None] = []
+
+    @contextlib.contextmanager
+    def pool(size: int, budget: object) -> Iterator[ThreadPoolExecutor]:
+        with ThreadPoolExecutor(size) as executor:
+            try:
+                yield executor
+            except BaseException as exc:
+                ended_by.append(exc)
+                raise
+            ended_by.append(None)
+
+    monkeypatch.setattr(engine, "_pool", pool)
+    for i in range(40):
+        (tmp_path / f"m{i:02}.py").write_text("x = 1\n")
+    tasks = [FileTask(path, frozenset()) for path in sorted(tmp_path.glob("*.py"))]
+    results = list(engine.run_cached(tasks, Mode.CHECK, jobs=2))
+    assert len(results) == 40 and ended_by == [None]
