@@ -13,12 +13,14 @@ not parse (an exercise left as `criterion = # TODO`) is reported, and replaced i
 source by placeholder lines after which the names it mentions are unknown; the other cells are
 analysed and fixed. Only notebooks whose language is Python are read at all.
 
-The file is read with nbformat. Writing back changes only the sources of the edited cells.
-nbformat's own writer would re-indent with one space, sort the keys, split every string into
-lines and drop transient metadata, so the document is re-serialised with the `json.dumps` call
-that writer makes but with the file's own indent, key order, escaping, line endings and final
-newline, each source kept a list of lines or a string as it was. A file this does not
-reproduce byte for byte (written with other JSON conventions) is never rewritten.
+The file is read straight from its JSON when it is a plain nbformat 4 document nbformat would
+read as it is, and with nbformat otherwise (so that nbformat's verdict on it stands). Writing
+back changes only the sources of the edited cells. nbformat's own writer would re-indent with
+one space, sort the keys, split every string into lines and drop transient metadata, so the
+document is re-serialised with the `json.dumps` call that writer makes but with the file's own
+indent, key order, escaping, line endings and final newline, each source kept a list of lines
+or a string as it was. A file this does not reproduce byte for byte (written with other JSON
+conventions) is never rewritten.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def rules_wanted(
         classes=_class_names(module),
         foreign=_foreign_names(module, imports),
     )
-    _Walker(facts, text.splitlines(), module).statements(module.body, _Context())
+    _Walker(facts, text, module).statements(module.body, _Context())
     wanted = [
         rule
         for rule in rules
@@ -282,9 +282,10 @@ def _training_step(text: str) -> bool:
 class _Walker:
     """Visits statements only (expressions are far more numerous and seldom needed)."""
 
-    def __init__(self, facts: _Facts, lines: list[str], module: ast.Module) -> None:
+    def __init__(self, facts: _Facts, text: str, module: ast.Module) -> None:
         self.facts = facts
-        self.lines = lines
+        self.text = text
+        self.lines = text.splitlines()
         self.module = module
         self._defined: set[str] | None = None  # `defined`, once asked
         self.bindings: dict[ast.AST, dict[str, list[ast.expr] | None]] = {}
@@ -451,8 +452,7 @@ class _Walker:
     def defined(self) -> set[str]:
         """Names the file defines a function or method under (from the text: a superset)."""
         if self._defined is None:
-            text = "\n".join(self.lines)
-            self._defined = {match[1] for match in at_word_starts(_DEF_TEXT, text)}
+            self._defined = {match[1] for match in at_word_starts(_DEF_TEXT, self.text)}
         return self._defined
 
     def _plain_bindings(self, context: _Context) -> dict[str, list[ast.expr] | None]:

@@ -8,7 +8,8 @@ layers, and calls of the file's own functions. The screen follows the same paths
 scope, a binding links each version it binds to every name its value may alias; a write may
 break a saved tensor only when what it writes and what an op of its scope reads (or binds its
 result to) reach a common name through those links, as a view of `x` and `x` both reach `x`
-(two values bound from one call's arguments `a` and `b` do not: each reaches its own). A
+(two values bound from one call's arguments `a` and `b` do not: each reaches its own), and
+what is stored into an object through one of its names (`q[0] = y`) every name of it reaches. A
 function whose decorator turns grad mode off saves nothing and may write its leaves. Whatever
 the screen cannot follow lets the file through.
 """
@@ -727,6 +728,9 @@ class _Flow:
         # Version or `self.x` key -> the keys it was bound from, whose storage it may share.
         self.links: dict[str, set[str]] = {}
         self._reach: dict[str, frozenset[str]] = {}
+        # Stores into an object (`q[0] = y`, `self.h = y`, `xs += [y]`): what was stored into,
+        # and what it then holds.
+        self._stores: list[tuple[set[str], set[str]]] = []
         self.before: dict[ast.AST, _Env] = {}  # the versions each statement reads
         self.bound_by: dict[ast.AST, set[str]] = {}  # the versions a statement binds
         self.versions: dict[str, set[str]] = {}  # name -> its versions
@@ -754,6 +758,26 @@ class _Flow:
                     if key in outer_flow.versions:
                         self._link({key}, outer_flow.reach(outer_flow.versions[key]))
                     outer = outer.outer
+        self._spread_stores()
+
+    def _store(self, stored: set[str], value: set[str]) -> None:
+        self._link(stored, value)
+        self._stores.append((stored, value))
+
+    def _spread_stores(self) -> None:
+        """What is stored into an object through one name is in it for every name of that
+        object: after `q = p` and `q[0] = y`, `p[0]` may be `y` too. Each store links every key
+        its container reaches to what it stored, until no store adds a link."""
+        spreading = True
+        while spreading:
+            spreading = False
+            for stored, value in self._stores:
+                for key in set().union(*(self._walk(container) for container in stored)):
+                    known = self.links.setdefault(key, set())
+                    added = value - known - {key}
+                    if added:
+                        known |= added
+                        spreading = True
 
     def _link(self, keys: set[str], sources: set[str]) -> None:
         """Each of `keys` may share the storage of each of `sources` (it was bound from them,
@@ -844,7 +868,7 @@ class _Flow:
         else:
             # `self.x = v`, `a[i] = v`, `a.b = v`: stored into what the target names.
             stored = self.screen.aliases(target, env)
-            self._link(stored, value)
+            self._store(stored, value)
             bound |= {key for key in stored if key[:5] == "self."}
 
     def _run(self, body: list[ast.stmt], env: _Env) -> _Env:
@@ -885,7 +909,7 @@ class _Flow:
             self._bind(node, node.target, aliases(node.value, before), env, node.value)
         elif isinstance(node, ast.AugAssign) and isinstance(node.value, _DISPLAYS):
             # `xs += [x]` extends in place; `h += r` keeps `h`'s own storage either way.
-            self._link(aliases(node.target, before), aliases(node.value, before))
+            self._store(aliases(node.target, before), aliases(node.value, before))
         return env
 
     def _inner_bindings(self, statement: ast.stmt, env: _Env) -> None:

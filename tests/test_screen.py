@@ -204,6 +204,8 @@ x = model(torch.randn(2, 4))
         ("y = torch.sigmoid(x)\nb = torch.zeros(4)\npair = [y, b]\nb[0] = 1", False),
         ("y = torch.sigmoid(x)\nb = torch.zeros(4)\npair = [y, b]\npair[0][0] = 1", True),
         ("y = torch.sigmoid(x)\nv = y.view(-1)\nw = y.view(-1)\nw[0] = 1", True),
+        # What is stored through one name of an object is in it for its other names.
+        ("y = torch.sigmoid(x)\np = {}\nq = p\nq['y'] = y\nz = p['y']\nz.add_(1)", True),
     ],
 )
 def test_gf004_needs_a_write_to_what_an_op_may_have_saved(lines: str, may_break: bool) -> None:
