@@ -34,6 +34,7 @@ from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
 from codemods.screen_inplace import end_line, may_break_saved, qualified_name
+from codemods.screen_loops import LoopScreens
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
@@ -93,6 +94,8 @@ _NEVER_LOSSES = (
     ast.Compare,
 )
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "str", "bool", "round", "repr", "range"})
+# `interpreter._dict_view`: the methods through which a dict's stored value comes out.
+_DICT_VIEWS = frozenset({"values", "items", "get"})
 # `def name`: the name read ahead, so that `def def f` (`def` as a name) also gives `f`.
 _DEF_TEXT = re.compile(r"def(?=\s+(\w+))")
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
@@ -125,6 +128,7 @@ class _Facts:
     classes: set[str] = field(default_factory=set)  # classes defined or imported by name
     foreign: set[str] = field(default_factory=set)  # names imported from outside torch
     loops: list[tuple[int, int]] = field(default_factory=list)  # line ranges of loop bodies
+    loop_screens: LoopScreens | None = None  # GF002's and GF003's, once asked
 
 
 def rules_wanted(
@@ -204,25 +208,32 @@ def _receiver(text: str, dot: int) -> str:
 
 
 def _gf002(facts: _Facts, text: str, module: ast.Module) -> bool:
-    """A store in a loop that reaches a training step, or a `self` attribute carried between
-    calls of a method when the file runs a backward; or a value kept by an evaluation loop."""
-    if facts.batch_loop_store or facts.evaluation_store:
+    """A `self` attribute carried between calls of a method when the file runs a backward; or
+    a store in a loop (one that reaches a training step, or an evaluation loop) that carries
+    or keeps a value that may be attached (`screen_loops`)."""
+    training = _training_step(text)
+    if training and facts.method_self_store and "backward" in text:
         return True
-    if not _training_step(text):
+    if not (facts.batch_loop_store or facts.evaluation_store or (training and facts.loop_store)):
         return False
-    return facts.loop_store or (facts.method_self_store and "backward" in text)
+    return _loop_screens(facts, text, module).gf002()
 
 
 def _gf003(facts: _Facts, text: str, module: ast.Module) -> bool:
-    """Two backward calls anywhere in the file (one function, two methods of a class, a
-    function and its caller), or one in a loop."""
+    """Two backward calls in the file, or one in a loop, that may share a graph node
+    (`screen_loops`)."""
     if facts.autograd_alias:
         return True  # backward calls under a name the text does not show
     calls = list(_BACKWARD_CALL_TEXT.finditer(text))
-    if len(calls) >= 2:
-        return True
     lines = [text.count("\n", 0, match.start()) + 1 for match in calls]
-    return any(start <= line <= end for line in lines for start, end in facts.loops)
+    in_loop = any(start <= line <= end for line in lines for start, end in facts.loops)
+    return (len(calls) >= 2 or in_loop) and _loop_screens(facts, text, module).gf003()
+
+
+def _loop_screens(facts: _Facts, text: str, module: ast.Module) -> LoopScreens:
+    if facts.loop_screens is None:
+        facts.loop_screens = LoopScreens(module, text, facts.imports, facts.classes, facts.foreign)
+    return facts.loop_screens
 
 
 def _gf004(facts: _Facts, text: str, module: ast.Module) -> bool:
@@ -409,6 +420,8 @@ class _Walker:
                 return values is None
             inner = following | {operand.id}
             return any(self._may_be_loss(value, context, inner) for value in values)
+        if isinstance(operand, ast.Attribute) and _key(operand) is None:
+            return False  # `interpreter.attribute`: a tensor's view or metadata, never a loss
         if isinstance(operand, ast.BinOp):
             # A loss on either side keeps `loss`; `scalar` needs both sides scalar, and an
             # attached result an attached side: either way one side may be a loss or scalar.
@@ -446,6 +459,9 @@ class _Walker:
             if func.attr in GRAPH_KEEPING_METHODS:
                 reduces = func.attr in REDUCING_METHODS and not (operand.args or operand.keywords)
                 return reduces or self._may_be_loss(func.value, context, following)
+            # A dict's view may give a stored loss, and `self.criterion(...)` is a criterion's
+            # call; any other method's result is unknown to the interpreter.
+            return func.attr in _DICT_VIEWS or _key(func) is not None
         return True
 
     @property

@@ -255,7 +255,7 @@ class _Survey:
                 bindings.append(node)
             loop = kind in _LOOP_KINDS
             children: list[tuple[ast.AST, ast.stmt, bool]] = []
-            for field in _ast_fields(kind):
+            for field in ast_fields(kind):
                 value = getattr(node, field, None)
                 inside = in_loop or (loop and field == "body")
                 if type(value) is list:
@@ -270,7 +270,7 @@ class _Survey:
         return scan
 
 
-def _ast_fields(kind: type) -> tuple[str, ...]:
+def ast_fields(kind: type) -> tuple[str, ...]:
     fields = _AST_FIELDS.get(kind)
     if fields is None:
         fields = _AST_FIELDS[kind] = tuple(
