@@ -34,7 +34,7 @@ from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
 from codemods.screen_inplace import end_line, may_break_saved, qualified_name
-from codemods.screen_loops import LoopScreens
+from codemods.screen_loops import LoopScreens, source_lines
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
@@ -296,7 +296,7 @@ class _Walker:
     def __init__(self, facts: _Facts, text: str, module: ast.Module) -> None:
         self.facts = facts
         self.text = text
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.module = module
         self._defined: set[str] | None = None  # `defined`, once asked
         self.bindings: dict[ast.AST, dict[str, list[ast.expr] | None]] = {}

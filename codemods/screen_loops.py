@@ -21,6 +21,9 @@ and names bound only to those.
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -64,6 +67,7 @@ _DISPLAYS = (
     ast.GeneratorExp,
 )
 # Reads that do not carry a value on (`gf002._carries_on`, `_is_method_receiver`).
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _DETACHING_ATTRIBUTES = frozenset({"detach", "detach_", "data"})
 # Methods that store their (last) argument into their receiver.
 _STORING_METHODS = frozenset({"append", "insert", "extend", "add", "appendleft", "update"})
@@ -108,7 +112,7 @@ class LoopScreens:
         foreign: set[str],
     ) -> None:
         self.module = module
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.imports = imports
         self.classes = classes
         self.foreign = foreign
@@ -171,7 +175,7 @@ class LoopScreens:
         for statement in facts.statements:
             if not facts.enclosing_loops[statement]:
                 continue
-            operand = _kept_operand(statement)
+            operand = _kept_operand(statement, self.lines)
             if operand is None or isinstance(operand, _DISPLAYS):
                 continue
             if self.may_be_attached(
@@ -835,6 +839,12 @@ class LoopScreens:
                 _bind(facts, name, _Binding(statement, "global"))
 
 
+def source_lines(text: str) -> list[str]:
+    """The lines of `text` as Python's parser counts them (`str.splitlines` also breaks at
+    form feeds and other separators, which would shift every line number after them)."""
+    return _LINE_BREAK.split(text)
+
+
 # -- helpers --------------------------------------------------------------------------------
 def _bind(facts: _ScopeFacts, key: str, binding: _Binding) -> None:
     binding.key = key
@@ -1116,14 +1126,40 @@ def _evaluates(function: _Function) -> bool:
     )
 
 
-def _kept_operand(node: ast.AST) -> ast.expr | None:
+def _kept_operand(node: ast.AST, lines: list[str]) -> ast.expr | None:
     """`gf002._kept_stores`: what `xs.append(v)` / `xs.insert(i, v)` or `bank[idx] = v` keeps
-    (into a name or a `self` attribute, by an index that is not a constant)."""
+    (into a name or a `self` attribute, by an index that is not a constant: one integer or
+    string literal, as LibCST's `Integer` and `SimpleString`)."""
     if type(node) is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
         call = node.value  # type: ignore[attr-defined]
-        if _method(call) in _GROWING_METHODS and call.args and _key(call.func.value) is not None:
-            return call.args[-1]
+        arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+        if _method(call) in _GROWING_METHODS and arguments and _key(call.func.value) is not None:
+            return arguments[-1]
         return None
+    if type(node) is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
+        target = node.targets[0]  # type: ignore[attr-defined]
+        if type(target) is ast.Subscript and _key(target.value) is not None:
+            index = target.slice
+            elements = index.elts if type(index) is ast.Tuple else [index]
+            if not all(_one_literal(element, lines) for element in elements):
+                return node.value  # type: ignore[attr-defined]
+    return None
+
+
+def _one_literal(node: ast.expr, lines: list[str]) -> bool:
+    """An integer, or one string literal (`"a" "b"` is two, and `True` a name, to LibCST)."""
+    if type(node) is not ast.Constant or type(node.value) not in (int, str, bytes):  # type: ignore[attr-defined]
+        return False
+    if type(node.value) is int:  # type: ignore[attr-defined]
+        return True
+    if node.lineno != node.end_lineno:
+        return False
+    text = lines[node.lineno - 1].encode()[node.col_offset : node.end_col_offset].decode()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return sum(token.type == tokenize.STRING for token in tokens) == 1
     if type(node) is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
         target = node.targets[0]  # type: ignore[attr-defined]
         if type(target) is ast.Subscript and _key(target.value) is not None:

@@ -538,3 +538,22 @@ def test_a_reduction_is_a_loss_source_only_when_torch_makes_it(
     text = f"{imports}\nfor batch in loader:\n    total = total + {reduction}\n"
     facts = screen._Facts(imports=screen._import_aliases(ast.parse(text)))
     assert screen._loss_source(facts, text) is may_be_loss
+
+
+@pytest.mark.parametrize(
+    ("index", "wanted"),
+    [
+        ("'a'", False),  # a constant key holds one value, not one per iteration
+        ("0", False),
+        ("i", True),
+        ("True", True),  # a name to LibCST, so a varying key to GF002
+        ("'a' 'b'", True),  # two literals: no `SimpleString` to LibCST
+    ],
+)
+def test_a_store_kept_by_a_varying_key(index: str, wanted: bool) -> None:
+    # The form feed before the loop must not shift the lines the screen reads.
+    lines = (
+        "\x0cbank = {}\nfor i, x in enumerate(loader):\n    out = net(x)\n"
+        f"    out.sum().backward()\n    bank[{index}] = out"
+    )
+    assert ("GF002" in _wanted(LOOP_PRELUDE + lines + "\n")) is wanted
