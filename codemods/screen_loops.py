@@ -430,55 +430,29 @@ class LoopScreens:
         """Whether `value`, evaluated in `scope`, may be graph-attached. `parameters`: whether
         the function's parameters may be (the interpreter follows callers' arguments into
         them; provenance leaves them unknown)."""
-        kind = type(value)
-        if isinstance(value, _NEVER_ATTACHED):
+        if isinstance(value, _NEVER_ATTACHED) or (
+            isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+        ):
             return False
-        if kind is ast.Name:
-            return self._name_may_be_attached(scope, value.id, parameters)  # type: ignore[attr-defined]
-        if kind is ast.Attribute:
+        if isinstance(value, ast.Name):
+            return self._name_may_be_attached(scope, value.id, parameters)
+        if isinstance(value, ast.Attribute):
             key = _key(value)
             if key is not None:
                 return self._name_may_be_attached(scope, key, parameters)
-            if value.attr in FREE_ATTRIBUTES:  # type: ignore[attr-defined]
+            if value.attr in FREE_ATTRIBUTES:
                 return False
-            receiver = value.value  # type: ignore[attr-defined]
             # An attribute of a module may be a parameter (`model.fc.weight`).
+            receiver = value.value
             return self.may_be_attached(receiver, scope, parameters) or self._may_hold_parameters(
                 receiver, scope, parameters
             )
-        if kind is ast.Call:
-            return self._call_may_be_attached(value, scope, parameters)  # type: ignore[arg-type]
-        if kind is ast.Subscript or kind is ast.Starred or kind is ast.NamedExpr:
-            return self.may_be_attached(value.value, scope, parameters)  # type: ignore[attr-defined]
-        if kind is ast.BinOp:
-            return self.may_be_attached(value.left, scope, parameters) or self.may_be_attached(  # type: ignore[attr-defined]
-                value.right,
-                scope,
-                parameters,  # type: ignore[attr-defined]
-            )
-        if kind is ast.UnaryOp:
-            if isinstance(value.op, ast.Not):  # type: ignore[attr-defined]
-                return False
-            return self.may_be_attached(value.operand, scope, parameters)  # type: ignore[attr-defined]
-        if kind is ast.IfExp:
-            return self.may_be_attached(value.body, scope, parameters) or self.may_be_attached(  # type: ignore[attr-defined]
-                value.orelse,
-                scope,
-                parameters,  # type: ignore[attr-defined]
-            )
-        if kind is ast.BoolOp or kind in (ast.Tuple, ast.List, ast.Set):
-            items = value.values if kind is ast.BoolOp else value.elts  # type: ignore[attr-defined]
-            return any(self.may_be_attached(item, scope, parameters) for item in items)
-        if kind is ast.Dict:
-            return any(
-                item is not None and self.may_be_attached(item, scope, parameters)
-                for item in value.values  # type: ignore[attr-defined]
-            )
-        if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp):
-            return self.may_be_attached(value.elt, scope, parameters)  # type: ignore[attr-defined]
-        if kind is ast.DictComp:
-            return self.may_be_attached(value.value, scope, parameters)  # type: ignore[attr-defined]
-        return True  # awaits, yields: not followed
+        if isinstance(value, ast.Call):
+            return self._call_may_be_attached(value, scope, parameters)
+        parts = _parts(value)
+        if parts is None:
+            return True  # awaits, yields: not followed
+        return any(self.may_be_attached(part, scope, parameters) for part in parts)
 
     def _call_may_be_attached(self, call: ast.Call, scope: _Scope, parameters: bool) -> bool:
         func = call.func
@@ -814,8 +788,9 @@ class LoopScreens:
         elif kind is ast.Expr and type(statement.value) is ast.Call:  # type: ignore[attr-defined]
             call = statement.value  # type: ignore[attr-defined]
             receiver = _key(call.func.value) if type(call.func) is ast.Attribute else None
-            if receiver is not None and call.func.attr in _STORING_METHODS and call.args:
-                _bind(facts, receiver, _Binding(statement, "value", call.args[-1]))
+            arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+            if receiver is not None and call.func.attr in _STORING_METHODS and arguments:
+                _bind(facts, receiver, _Binding(statement, "value", arguments[-1]))
         elif kind is ast.AnnAssign:
             for key in _stored_keys(statement.target):  # type: ignore[attr-defined]
                 _bind(facts, key, _Binding(statement, "value", statement.value))  # type: ignore[attr-defined]
@@ -853,10 +828,10 @@ def _bind(facts: _ScopeFacts, key: str, binding: _Binding) -> None:
 
 def _key(node: ast.AST) -> str | None:
     """`interpreter.target_key`: `x` or `self.x`."""
-    if type(node) is ast.Name:
-        return node.id  # type: ignore[attr-defined]
-    if type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self":  # type: ignore[attr-defined]
-        return f"self.{node.attr}"  # type: ignore[attr-defined]
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and _is_self(node.value):
+        return f"self.{node.attr}"
     return None
 
 
@@ -885,7 +860,7 @@ def _keys_in(expression: ast.AST) -> Iterator[str]:
 
 
 def _method(call: ast.Call) -> str | None:
-    return call.func.attr if type(call.func) is ast.Attribute else None  # type: ignore[attr-defined]
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
 def _root_name(node: ast.AST) -> str | None:
@@ -925,13 +900,37 @@ def _walk(roots: list, scopes: bool = True) -> Iterator[ast.AST]:
 
 
 def _container(target: ast.AST) -> ast.AST:
-    while type(target) is ast.Subscript:
-        target = target.value  # type: ignore[attr-defined]
+    while isinstance(target, ast.Subscript):
+        target = target.value
     return target
 
 
+def _parts(value: ast.expr) -> list[ast.expr] | None:
+    """The operands whose values `value` may be or hold: both sides of an operator, both
+    branches, a display's items, a comprehension's element; None for what is not followed."""
+    if isinstance(value, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+        return [value.value]
+    if isinstance(value, ast.BinOp):
+        return [value.left, value.right]
+    if isinstance(value, ast.UnaryOp):
+        return [value.operand]
+    if isinstance(value, ast.IfExp):
+        return [value.body, value.orelse]
+    if isinstance(value, ast.BoolOp):
+        return value.values
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return value.elts
+    if isinstance(value, ast.Dict):
+        return [item for item in value.values if item is not None]
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return [value.elt]
+    if isinstance(value, ast.DictComp):
+        return [value.value]
+    return None
+
+
 def _is_self(node: ast.AST) -> bool:
-    return type(node) is ast.Name and node.id == "self"  # type: ignore[attr-defined]
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _line(node: ast.AST) -> int:
@@ -940,9 +939,9 @@ def _line(node: ast.AST) -> int:
 
 def _called_name(call: ast.Call) -> str | None:
     func = call.func
-    if type(func) is ast.Attribute:
-        return func.attr  # type: ignore[attr-defined]
-    return func.id if type(func) is ast.Name else None  # type: ignore[attr-defined]
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 def _reaching(
@@ -1160,25 +1159,9 @@ def _one_literal(node: ast.expr, lines: list[str]) -> bool:
     except (tokenize.TokenError, SyntaxError):
         return False
     return sum(token.type == tokenize.STRING for token in tokens) == 1
-    if type(node) is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
-        target = node.targets[0]  # type: ignore[attr-defined]
-        if type(target) is ast.Subscript and _key(target.value) is not None:
-            index = target.slice
-            elements = index.elts if type(index) is ast.Tuple else [index]
-            if not all(
-                type(e) is ast.Constant and isinstance(e.value, (str, int)) for e in elements
-            ):
-                return node.value  # type: ignore[attr-defined]
-    return None
 
 
 def _backward_sites(facts: _ScopeFacts) -> list[ast.Call]:
     """`gf003._site`, coarsely: `x.backward(...)`, and any call of a `grad`/`backward` function
     (an alias of autograd's lets the file through before this)."""
-    sites = []
-    for call in facts.calls:
-        func = call.func
-        name = func.attr if type(func) is ast.Attribute else getattr(func, "id", None)  # type: ignore[attr-defined]
-        if name in ("backward", "grad"):
-            sites.append(call)
-    return sites
+    return [call for call in facts.calls if _called_name(call) in ("backward", "grad")]
