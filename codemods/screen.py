@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from codemods.analysis.interpreter import CONVENTIONAL_CRITERIA
 from codemods.analysis.torch_api import (
     BATCHES_TEXT,
-    EVALUATION_NAME,
     FORWARD_METHODS,
     FUNCTIONAL_LOSSES,
     GRAPH_KEEPING_METHODS,
@@ -34,7 +33,15 @@ from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
 from codemods.screen_inplace import end_line, may_break_saved, qualified_name
-from codemods.screen_loops import LoopScreens, source_lines
+from codemods.screen_loops import (
+    GROWING_METHODS,
+    LoopScreens,
+    container_of,
+    evaluates,
+    is_self,
+    source_lines,
+    target_key,
+)
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
 
@@ -46,7 +53,6 @@ _STEP_TEXT = re.compile(r"\.\s*step\s*\(")
 _RECEIVER_TEXT = re.compile(r"(\w*)\s*$")
 # GF003's backward calls: `x.backward(`, `autograd.grad(`, and the names imported from autograd.
 _BACKWARD_CALL_TEXT = re.compile(r"\bbackward\s*\(|\bgrad\s*\(")
-_GROWING_METHODS = frozenset({"append", "insert"})
 # A leaf, a backward, or a conventionally named criterion (`interpreter.CONVENTIONAL_CRITERIA`).
 _SOURCE_TEXT = re.compile(
     r"Parameter|requires_grad|\.parameters\s*\(|backward|autograd"
@@ -368,19 +374,20 @@ class _Walker:
         if len(node.targets) != 1 or not isinstance(value, ast.BinOp):
             return
         target = node.targets[0]
-        key = _key(_container(target))
+        key = target_key(container_of(target))
         if not isinstance(value.op, ast.Add) or key is None:
             return
         entries = _entry_keys(target, value)
         if key in _operand_keys(value) or key in entries:
-            reads_left = _key(value.left) == key or key in _entry_keys(target, value, value.left)
+            left_entries = _entry_keys(target, value, value.left)
+            reads_left = target_key(value.left) == key or key in left_entries
             self._accumulation(target, value.right if reads_left else value.left, context)
 
     def _call_statement(self, call: ast.Call, context: _Context) -> None:
         func = call.func
         if not isinstance(func, ast.Attribute):
             return
-        if func.attr in _GROWING_METHODS and (call.args or call.keywords):
+        if func.attr in GROWING_METHODS and (call.args or call.keywords):
             self._store(context, kept=True)
         # LibCST's first argument is positional here, or `**kwargs`.
         if not call.args and all(keyword.arg for keyword in call.keywords):
@@ -394,7 +401,7 @@ class _Walker:
     def _accumulation(
         self, accumulator: ast.expr, operand: ast.expr | None, context: _Context
     ) -> None:
-        key = _key(_container(accumulator))
+        key = target_key(container_of(accumulator))
         if key is None or (operand is not None and not self._may_be_loss(operand, context)):
             return
         local = not key.startswith("self.")
@@ -420,7 +427,7 @@ class _Walker:
                 return values is None
             inner = following | {operand.id}
             return any(self._may_be_loss(value, context, inner) for value in values)
-        if isinstance(operand, ast.Attribute) and _key(operand) is None:
+        if isinstance(operand, ast.Attribute) and target_key(operand) is None:
             return False  # `interpreter.attribute`: a tensor's view or metadata, never a loss
         if isinstance(operand, ast.BinOp):
             # A loss on either side keeps `loss`; `scalar` needs both sides scalar, and an
@@ -461,7 +468,7 @@ class _Walker:
                 return reduces or self._may_be_loss(func.value, context, following)
             # A dict's view may give a stored loss, and `self.criterion(...)` is a criterion's
             # call; any other method's result is unknown to the interpreter.
-            return func.attr in _DICT_VIEWS or _key(func) is not None
+            return func.attr in _DICT_VIEWS or target_key(func) is not None
         return True
 
     @property
@@ -494,23 +501,8 @@ class _Walker:
             first = min(node.lineno for node in (function, *function.decorator_list))
             lines = self.lines[first - 1 : end_line(function)]
             calls_eval = any("eval" in line for line in lines)
-            self.evaluating[function] = _evaluates(function, calls_eval)
+            self.evaluating[function] = evaluates(function, calls_eval)
         return self.evaluating[function]
-
-
-def _evaluates(function: _Function, calls_eval: bool) -> bool:
-    """`training.is_evaluation_function` without its training-step condition: named for
-    inference or evaluation, or calling `.eval()` (`calls_eval`: it may)."""
-    return bool(EVALUATION_NAME.match(function.name)) or (
-        calls_eval
-        and any(
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "eval"
-            and not node.args
-            for node in ast.walk(function)
-        )
-    )
 
 
 def _import_aliases(module: ast.Module) -> dict[str, str]:
@@ -624,27 +616,14 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
     return bindings
 
 
-def _is_self(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id == "self"
-
-
 def _self_attribute(target: ast.expr) -> bool:
     if isinstance(target, (ast.Tuple, ast.List)):
         return any(_self_attribute(element) for element in target.elts)
-    return isinstance(target, ast.Attribute) and _is_self(target.value)
-
-
-def _key(node: ast.expr) -> str | None:
-    """`interpreter.target_key`: `x` or `self.x`."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and _is_self(node.value):
-        return f"self.{node.attr}"
-    return None
+    return isinstance(target, ast.Attribute) and is_self(target.value)
 
 
 def _operand_keys(operation: ast.BinOp) -> tuple[str | None, str | None]:
-    return _key(operation.left), _key(operation.right)
+    return target_key(operation.left), target_key(operation.right)
 
 
 def _entry_keys(
@@ -658,13 +637,13 @@ def _entry_keys(
     keys: set[str | None] = set()
     for operand in (operation.left, operation.right) if only is None else (only,):
         if isinstance(operand, ast.Subscript):
-            keys.add(_key(_container(operand)))
+            keys.add(target_key(container_of(operand)))
         elif (
             isinstance(operand, ast.Call)
             and isinstance(operand.func, ast.Attribute)
             and operand.func.attr == "get"
         ):
-            keys.add(_key(operand.func.value))
+            keys.add(target_key(operand.func.value))
     return keys
 
 
@@ -677,9 +656,3 @@ def _through_setdefault(receiver: ast.expr) -> ast.expr:
     ):
         return receiver.func.value
     return receiver
-
-
-def _container(target: ast.expr) -> ast.expr:
-    while isinstance(target, ast.Subscript):
-        target = target.value
-    return target

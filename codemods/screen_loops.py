@@ -48,7 +48,8 @@ _Loop = ast.For | ast.AsyncFor | ast.While
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPE_KINDS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_GROWING_METHODS = frozenset({"append", "insert"})
+# Methods that grow a container by one element (`gf002._GROWING_METHODS`).
+GROWING_METHODS = frozenset({"append", "insert"})
 # Builtins whose result is a number or a string (`interpreter.builtin_call`), never attached.
 _NUMBER_BUILTINS = frozenset(
     {"len", "int", "float", "str", "bool", "round", "repr", "range", "print", "isinstance"}
@@ -196,9 +197,7 @@ class LoopScreens:
                 if BATCHES_TEXT.search(source):
                     return True
         scope = facts.scope
-        return self.reaches_step(scope.body) or (
-            isinstance(scope, _FUNCTIONS) and _evaluates(scope)
-        )
+        return self.reaches_step(scope.body) or (isinstance(scope, _FUNCTIONS) and evaluates(scope))
 
     # -- GF003 ------------------------------------------------------------------------------
     def gf003(self) -> bool:
@@ -437,7 +436,7 @@ class LoopScreens:
         if isinstance(value, ast.Name):
             return self._name_may_be_attached(scope, value.id, parameters)
         if isinstance(value, ast.Attribute):
-            key = _key(value)
+            key = target_key(value)
             if key is not None:
                 return self._name_may_be_attached(scope, key, parameters)
             if value.attr in FREE_ATTRIBUTES:
@@ -499,7 +498,7 @@ class LoopScreens:
                 # the file's method, followed into (or a module attribute of the same name)
                 if self._returns_may_be_attached(method, parameters):
                     return True
-                if _is_self(receiver) and f"self.{method}" not in self.self_attributes:
+                if is_self(receiver) and f"self.{method}" not in self.self_attributes:
                     return any_argument()
             # `model.fc(x)`, `self.encoder(x)`: a module's attribute called
             return self._may_hold_parameters(receiver, scope, parameters) or any_argument()
@@ -516,7 +515,7 @@ class LoopScreens:
         if depth > 20:
             return True
         kind = type(value)
-        if _is_self(value):
+        if is_self(value):
             return True  # its attributes may be modules (`self.model = model` in `__init__`)
         if kind is ast.Name:
             bindings = self.scopes[scope].bindings.get(value.id)  # type: ignore[attr-defined]
@@ -533,7 +532,7 @@ class LoopScreens:
                 for binding in bindings or ()
             )
         if kind is ast.Attribute:
-            if _key(value) is not None:
+            if target_key(value) is not None:
                 return True  # `self.encoder`
             return self._may_hold_parameters(value.value, scope, parameters, depth + 1)  # type: ignore[attr-defined]
         if kind is ast.Subscript or kind is ast.Starred:
@@ -782,12 +781,12 @@ class LoopScreens:
             for target in statement.targets:  # type: ignore[attr-defined]
                 for key in _stored_keys(target):
                     _bind(facts, key, _Binding(statement, "value", statement.value))  # type: ignore[attr-defined]
-                container = _key(_container(target))
+                container = target_key(container_of(target))
                 if container is not None and type(target) is ast.Subscript:
                     _bind(facts, container, _Binding(statement, "value", statement.value))  # type: ignore[attr-defined]
         elif kind is ast.Expr and type(statement.value) is ast.Call:  # type: ignore[attr-defined]
             call = statement.value  # type: ignore[attr-defined]
-            receiver = _key(call.func.value) if type(call.func) is ast.Attribute else None
+            receiver = target_key(call.func.value) if type(call.func) is ast.Attribute else None
             arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
             if receiver is not None and call.func.attr in _STORING_METHODS and arguments:
                 _bind(facts, receiver, _Binding(statement, "value", arguments[-1]))
@@ -826,11 +825,11 @@ def _bind(facts: _ScopeFacts, key: str, binding: _Binding) -> None:
     facts.bindings.setdefault(key, []).append(binding)
 
 
-def _key(node: ast.AST) -> str | None:
+def target_key(node: ast.AST) -> str | None:
     """`interpreter.target_key`: `x` or `self.x`."""
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Attribute) and _is_self(node.value):
+    if isinstance(node, ast.Attribute) and is_self(node.value):
         return f"self.{node.attr}"
     return None
 
@@ -843,7 +842,7 @@ def _stored_keys(target: ast.AST) -> Iterator[str]:
     elif isinstance(target, ast.Starred):
         yield from _stored_keys(target.value)
     else:
-        key = _key(target)
+        key = target_key(target)
         if key is not None:
             yield key
 
@@ -854,7 +853,7 @@ def _bound_by(target: ast.AST) -> set[str]:
 
 def _keys_in(expression: ast.AST) -> Iterator[str]:
     for node in _walk([expression]):
-        key = _key(node)
+        key = target_key(node)
         if key is not None:
             yield key
 
@@ -899,7 +898,7 @@ def _walk(roots: list, scopes: bool = True) -> Iterator[ast.AST]:
                 pending.append(value)
 
 
-def _container(target: ast.AST) -> ast.AST:
+def container_of(target: ast.AST) -> ast.AST:
     while isinstance(target, ast.Subscript):
         target = target.value
     return target
@@ -929,7 +928,7 @@ def _parts(value: ast.expr) -> list[ast.expr] | None:
     return None
 
 
-def _is_self(node: ast.AST) -> bool:
+def is_self(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
@@ -1110,18 +1109,24 @@ def _carrying_reads(nodes: list[ast.AST]) -> set[str]:
             if type(func) is ast.Attribute and func.attr.endswith("_"):
                 ignored.add(id(func.value))
         if type(getattr(node, "ctx", None)) is ast.Load:
-            key = _key(node)
+            key = target_key(node)
             if key is not None:
                 reads.append((node, key))
     return {key for node, key in reads if id(node) not in ignored}
 
 
-def _evaluates(function: _Function) -> bool:
-    """`training.is_evaluation_function`, without its training-step condition: named for
-    inference or evaluation, or calling `.eval()`."""
-    return bool(EVALUATION_NAME.match(function.name)) or any(
-        type(node) is ast.Call and _called_name(node) == "eval" and not node.args  # type: ignore[attr-defined]
-        for node in ast.walk(function)
+def evaluates(function: _Function, calls_eval: bool = True) -> bool:
+    """`training.is_evaluation_function` without its training-step condition: named for
+    inference or evaluation, or calling `.eval()` (`calls_eval`: it may, by its text)."""
+    return bool(EVALUATION_NAME.match(function.name)) or (
+        calls_eval
+        and any(
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "eval"
+            and not node.args
+            for node in ast.walk(function)
+        )
     )
 
 
@@ -1132,12 +1137,11 @@ def _kept_operand(node: ast.AST, lines: list[str]) -> ast.expr | None:
     if type(node) is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
         call = node.value  # type: ignore[attr-defined]
         arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
-        if _method(call) in _GROWING_METHODS and arguments and _key(call.func.value) is not None:
-            return arguments[-1]
-        return None
+        grows = _method(call) in GROWING_METHODS and target_key(call.func.value) is not None
+        return arguments[-1] if grows and arguments else None
     if type(node) is ast.Assign and len(node.targets) == 1:  # type: ignore[attr-defined]
         target = node.targets[0]  # type: ignore[attr-defined]
-        if type(target) is ast.Subscript and _key(target.value) is not None:
+        if type(target) is ast.Subscript and target_key(target.value) is not None:
             index = target.slice
             elements = index.elts if type(index) is ast.Tuple else [index]
             if not all(_one_literal(element, lines) for element in elements):
