@@ -39,8 +39,10 @@ from codemods.screen_loops import (
     container_of,
     evaluates,
     is_self,
+    returned,
     source_lines,
     target_key,
+    yields,
 )
 
 ENABLED = not os.environ.get("GRADFIX_NO_SCREEN")
@@ -100,6 +102,8 @@ _NEVER_LOSSES = (
     ast.Compare,
 )
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "str", "bool", "round", "repr", "range"})
+# What a loop counter is bound to, for `_may_be_loss`: a value never attached.
+_NUMBER = ast.Constant(0)
 # `interpreter._dict_view`: the methods through which a dict's stored value comes out.
 _DICT_VIEWS = frozenset({"values", "items", "get"})
 # `def name`: the name read ahead, so that `def def f` (`def` as a name) also gives `f`.
@@ -305,6 +309,7 @@ class _Walker:
         self.lines = source_lines(text)
         self.module = module
         self._defined: set[str] | None = None  # `defined`, once asked
+        self._functions: dict[str, list[_Function]] | None = None  # `functions`, once asked
         self.bindings: dict[ast.AST, dict[str, list[ast.expr] | None]] = {}
         self.evaluating: dict[ast.AST, bool] = {}
 
@@ -436,6 +441,11 @@ class _Walker:
                 operand.right, context, following
             )
         if not isinstance(operand, ast.Call):
+            if isinstance(operand, ast.Subscript) and isinstance(operand.value, ast.Call):
+                index = operand.slice  # `f(...)[0]`, as `a, b = f(...)` binds `a`
+                if isinstance(index, ast.Constant) and type(index.value) is int:
+                    part = self._returns_may_be_loss(operand.value, index.value, following)
+                    return True if part is None else part
             return True
         func = operand.func
         if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS:
@@ -464,12 +474,57 @@ class _Walker:
             if func.attr in GRAPH_LEAVING_METHODS:
                 return False  # `loss.item()`, `loss.detach()`
             if func.attr in GRAPH_KEEPING_METHODS:
+                if _never_attached(operand):
+                    return False
                 reduces = func.attr in REDUCING_METHODS and not (operand.args or operand.keywords)
                 return reduces or self._may_be_loss(func.value, context, following)
             # A dict's view may give a stored loss, and `self.criterion(...)` is a criterion's
             # call; any other method's result is unknown to the interpreter.
             return func.attr in _DICT_VIEWS or target_key(func) is not None
-        return True
+        whole = self._returns_may_be_loss(operand, None, following)
+        return True if whole is None else whole
+
+    def _returns_may_be_loss(
+        self, call: ast.Call, index: int | None, following: frozenset[str]
+    ) -> bool | None:
+        """For a call of the file's own function or method (`interpreter.call_value` follows
+        it): whether what it returns (its `index`th part when it returns tuples) may be a loss
+        or scalar; None when no function of the file has that name."""
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        functions = self.functions.get(name or "")
+        if not functions:
+            return None
+        for function in functions:
+            marker = f"<def {id(function)}>"
+            if marker in following or yields(function):
+                return True
+            # Names are followed per function: only the functions being followed carry over.
+            inner = frozenset(key for key in following if key[:5] == "<def ") | {marker}
+            context = _Context(function)
+            for value in returned(function):
+                if index is not None:
+                    parts = value.elts if isinstance(value, ast.Tuple) else None
+                    if (
+                        parts is None
+                        or index >= len(parts)
+                        or any(isinstance(part, ast.Starred) for part in parts)
+                    ):
+                        return True
+                    value = parts[index]
+                if self._may_be_loss(value, context, inner):
+                    return True
+        return False
+
+    @property
+    def functions(self) -> dict[str, list[_Function]]:
+        """The file's functions and methods by name."""
+        if self._functions is None:
+            self._functions = {}
+            for node in ast.walk(self.module):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._functions.setdefault(node.name, []).append(node)
+        return self._functions
 
     @property
     def defined(self) -> set[str]:
@@ -563,6 +618,11 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
             if argument is not None:
                 bindings[argument.arg] = None
 
+    def bind(name: str, value: ast.expr) -> None:
+        values = bindings.get(name, [])
+        if values is not None:
+            bindings[name] = [*values, value]
+
     def other(target: ast.AST) -> None:
         if isinstance(target, ast.Name):
             bindings[target.id] = None
@@ -582,15 +642,38 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
                 target = statement.targets[0]
                 if isinstance(target, ast.Name):
-                    values = bindings.get(target.id, [])
-                    if values is not None:
-                        bindings[target.id] = [*values, statement.value]
+                    bind(target.id, statement.value)
+                    continue
+                if _unpacks_display(target, statement.value):
+                    for element, part in zip(target.elts, statement.value.elts, strict=True):  # type: ignore[attr-defined]
+                        bind(element.id, part)
+                    continue
+                if _unpacks_call(target, statement.value):
+                    # `a, b = f(x)`: `a` is `f(x)[0]`, which `_may_be_loss` follows into `f`.
+                    for position, element in enumerate(target.elts):  # type: ignore[attr-defined]
+                        part = ast.Subscript(statement.value, ast.Constant(position), ast.Load())
+                        bind(element.id, part)
                     continue
                 other(target)
             elif isinstance(statement, ast.Assign):
                 for target in statement.targets:
                     other(target)
-            elif isinstance(statement, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            elif isinstance(statement, (ast.For, ast.AsyncFor)):
+                counter = _counter(statement)
+                if counter is not None:
+                    # `interpreter.loop`: an element of `range(...)` or an `enumerate` index
+                    # is an unknown value, never an attached one.
+                    bind(counter.id, _NUMBER)
+                    if isinstance(statement.target, ast.Tuple):
+                        for element in statement.target.elts[1:]:
+                            other(element)
+                else:
+                    other(statement.target)
+            elif isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+                # `x += v` is `x = x + v` to the interpreter's values.
+                name = statement.target.id
+                bind(name, ast.BinOp(ast.Name(name, ast.Load()), statement.op, statement.value))
+            elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)):
                 other(statement.target)
             elif isinstance(statement, (ast.With, ast.AsyncWith)):
                 for item in statement.items:
@@ -614,6 +697,64 @@ def _plain_bindings(owner: ast.AST) -> dict[str, list[ast.expr] | None]:
 
     visit(owner.body)  # type: ignore[attr-defined]
     return bindings
+
+
+def _unpacks_display(target: ast.expr, value: ast.expr) -> bool:
+    """`a, b = 0, 0`: plain names unpacked from a display of as many plain values."""
+    return (
+        isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, (ast.Tuple, ast.List))
+        and len(target.elts) == len(value.elts)
+        and all(isinstance(element, ast.Name) for element in target.elts)
+        and not any(isinstance(part, ast.Starred) for part in value.elts)
+    )
+
+
+def _unpacks_call(target: ast.expr, value: ast.expr) -> bool:
+    """`a, b = f(x)`: plain names unpacked from a call."""
+    return (
+        isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, ast.Call)
+        and all(isinstance(element, ast.Name) for element in target.elts)
+    )
+
+
+def _counter(loop: ast.For | ast.AsyncFor) -> ast.Name | None:
+    """`i` in `for i in range(n)` and in `for i, x in enumerate(xs)`."""
+    iterable, target = loop.iter, loop.target
+    if not isinstance(iterable, ast.Call) or not isinstance(iterable.func, ast.Name):
+        return None
+    if iterable.func.id == "range" and isinstance(target, ast.Name):
+        return target
+    if (
+        iterable.func.id == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+        and isinstance(target.elts[0], ast.Name)
+    ):
+        return target.elts[0]
+    return None
+
+
+def _never_attached(value: ast.expr) -> bool:
+    """`interpreter.value` gives it no graph: a literal, a comparison, a value taken out of
+    the graph (`.numpy()`, `.item()`), or a tensor method on one of those with no other
+    operand (`(pred == y).sum()`)."""
+    if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Compare)):
+        return True
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+        return True
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    method = value.func.attr
+    if method in GRAPH_LEAVING_METHODS:
+        return True
+    operands = [*value.args, *(keyword.value for keyword in value.keywords)]
+    return (
+        method in GRAPH_KEEPING_METHODS
+        and all(isinstance(operand, ast.Constant) for operand in operands)
+        and _never_attached(value.func.value)
+    )
 
 
 def _self_attribute(target: ast.expr) -> bool:

@@ -26,6 +26,7 @@ from codemods.analysis.provenance import FREE_ATTRIBUTES
 from codemods.analysis.torch_api import (
     INPLACE_FLAG_POSITION,
     NON_WRITING_UNDERSCORE_METHODS,
+    PARAMETERLESS_MODULES,
     disables_grad,
 )
 
@@ -72,6 +73,18 @@ _INPUT_SAVING_KEYS = frozenset(
     for key in saved_ops.op_keys()
     if any(any(saving.inputs) for saving in saved_ops.op_saving(key).patterns.values())  # type: ignore[union-attr]
 )
+# The calls among them, whatever their call shape, with the first tensor input position some
+# requires-grad pattern saves (a method's receiver is position 0).
+_FIRST_SAVED_INPUT: dict[str, int] = {}
+for _key in sorted(_INPUT_SAVING_KEYS):
+    _first = min(
+        position
+        for saving in saved_ops.op_saving(_key).patterns.values()  # type: ignore[union-attr]
+        for position, saved in enumerate(saving.inputs)
+        if saved
+    )
+    _base = _key.split("[")[0]
+    _FIRST_SAVED_INPUT[_base] = min(_first, _FIRST_SAVED_INPUT.get(_base, _first))
 _CONTAINER_MODULES = frozenset(
     {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
 )
@@ -112,23 +125,21 @@ _Scope = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | as
 
 def may_break_saved(module: ast.Module, imports: dict[str, str], text: str) -> bool:
     """Whether some in-place write of the file may break a tensor GF004 sees saved."""
-    sequential = "Sequential" in text and _INPLACE_LAYER_TEXT.search(text)
-    if sequential and _sequential_may_break(module, imports):
-        return True
     screen = _InplaceScreen(module, imports, text)
     try:
+        sequential = "Sequential" in text and _INPLACE_LAYER_TEXT.search(text)
+        if sequential and _sequential_may_break(screen.survey.calls, imports):
+            return True
         return screen.may_break()
     finally:
         screen.survey.release()
 
 
-def _sequential_may_break(module: ast.Module, imports: dict[str, str]) -> bool:
+def _sequential_may_break(calls: list[ast.Call], imports: dict[str, str]) -> bool:
     """`_Checker._sequential`: an `nn.Sequential` with a layer built in place right after one
     that saves its output."""
-    for node in ast.walk(module):
-        if not isinstance(node, ast.Call) or qualified_name(node.func, imports) != (
-            "torch.nn.Sequential"
-        ):
+    for node in calls:
+        if qualified_name(node.func, imports) != "torch.nn.Sequential":
             continue
         layers = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
         for previous, layer in pairwise(layers):
@@ -169,16 +180,16 @@ class _Classes:
 
 
 class _Scan:
-    """One scope's own nodes, in source order, with the statement each is in and whether a
-    loop of the scope encloses it. Nested functions, classes and lambdas are listed, not
-    entered: they are scopes of their own."""
+    """One scope's own nodes, in source order, with the statement each is in and the
+    outermost loop of the scope whose body holds it. Nested functions, classes and lambdas
+    are listed, not entered: they are scopes of their own."""
 
     def __init__(self, scope: _Scope, outer: _Scan | None) -> None:
         self.scope = scope
         self.outer = outer
         self.nodes: list[ast.AST] = []
         self.statement: dict[ast.AST, ast.stmt] = {}
-        self.in_loop: set[ast.AST] = set()
+        self.loop_of: dict[ast.AST, ast.stmt] = {}
         self.inner: list[_Scan] = []
         self.body: list[ast.stmt] = []
         self.flow: _Flow | None = None
@@ -192,8 +203,17 @@ class _Survey:
         self.class_names: set[str] = set()
         self.reads: dict[str, set[str]] = {}  # function name -> names, `self.x` keys, `<leaf>`
         self.bindings: list[ast.AST] = []
-        self.bound_names: set[str] = set()  # every name the file binds, in any scope
+        self.binding_scan: dict[ast.AST, _Scan] = {}  # a binding -> its scope's scan
+        # Statements whose own expressions (a lambda's included) hold a `:=` or comprehension.
+        self.inner_binders: set[ast.stmt] = set()
+        self.calls: list[ast.Call] = []
+        self.imported: set[str] = set()  # names an import binds, in any scope
+        self.assigned: set[str] = set()  # names anything else binds, in any scope
         self.root = self._scope(module, None, [])
+        self.bound_names = self.imported | self.assigned
+        # Names bound by imports only: another package's callables, which provenance does not
+        # follow.
+        self.imported_only = self.imported - self.assigned
 
     def release(self) -> None:
         """Unlink the scans (each links its inner scopes, its outer one and its flow, which
@@ -205,68 +225,98 @@ class _Survey:
             pending.extend(scan.inner)
             scan.inner, scan.outer, scan.flow = [], None, None
 
-    def _scope(self, scope: _Scope, outer: _Scan | None, functions: list[set[str]]) -> _Scan:
+    def _scope(
+        self,
+        scope: _Scope,
+        outer: _Scan | None,
+        functions: list[set[str]],
+        enclosing: tuple[ast.stmt, ...] = (),
+    ) -> _Scan:
         """Pre-order over the scope's own nodes, iteratively: the screen's largest walk, so
-        classes are tested by `is` and set membership, and fields read from a table."""
+        classes are tested by `is` and set membership, and fields read from a table. A
+        definition's decorators, defaults and bases belong to the scope it is in, which
+        evaluates them. `enclosing`: the statements a lambda's body is part of."""
         scan = _Scan(scope, outer)
+        inner_binders = self.inner_binders
         body = [ast.Expr(scope.body)] if isinstance(scope, ast.Lambda) else scope.body
         scan.body = body
-        nodes, statement_of, in_loop_nodes = scan.nodes, scan.statement, scan.in_loop
-        bound_names, bindings = self.bound_names, self.bindings
-        pending: list[tuple[ast.AST, ast.stmt, bool]] = [(s, s, False) for s in reversed(body)]
+        nodes, statement_of, loop_of = scan.nodes, scan.statement, scan.loop_of
+        bindings, binding_scan = self.bindings, self.binding_scan
+        imported, assigned, calls = self.imported, self.assigned, self.calls
+        pending: list[tuple[ast.AST, ast.stmt, ast.stmt | None]] = [
+            (s, s, None) for s in reversed(body)
+        ]
         while pending:
-            node, statement, in_loop = pending.pop()
+            node, statement, outer_loop = pending.pop()
             nodes.append(node)
             statement_of[node] = statement
-            if in_loop:
-                in_loop_nodes.add(node)
+            if outer_loop is not None:
+                loop_of[node] = outer_loop
             kind = type(node)
             if kind in _SCOPE_KINDS:
                 inner_functions = functions
+                lambda_of: tuple[ast.stmt, ...] = ()
                 if kind is ast.ClassDef:
                     self.class_names.add(node.name)  # type: ignore[attr-defined]
                 elif kind is not ast.Lambda:
                     reads = self.reads.setdefault(node.name, set())  # type: ignore[attr-defined]
                     inner_functions = [*functions, reads]
+                else:
+                    lambda_of = (*enclosing, statement)
                 if kind is not ast.Lambda:
-                    bound_names.add(node.name)  # type: ignore[attr-defined]
-                scan.inner.append(self._scope(node, scan, inner_functions))  # type: ignore[arg-type]
+                    assigned.add(node.name)  # type: ignore[attr-defined]
+                scan.inner.append(self._scope(node, scan, inner_functions, lambda_of))  # type: ignore[arg-type]
+                header = [
+                    (child, statement, outer_loop)
+                    for field in ast_fields(kind)
+                    if field != "body"
+                    for value in (getattr(node, field, None),)
+                    for child in (value if type(value) is list else [value])
+                    if isinstance(child, ast.AST)
+                ]
+                pending.extend(reversed(header))
                 continue
             if kind is ast.Name:
                 if functions:
                     for names in functions:
                         names.add(node.id)  # type: ignore[attr-defined]
                 if type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
-                    bound_names.add(node.id)  # type: ignore[attr-defined]
+                    assigned.add(node.id)  # type: ignore[attr-defined]
             elif kind is ast.Attribute:
                 key = _self_key(node) if functions else None
                 if key is not None:
                     for names in functions:
                         names.add(key)
             elif kind is ast.Call:
+                calls.append(node)  # type: ignore[arg-type]
                 if functions and _makes_leaf(node):  # type: ignore[arg-type]
                     for names in functions:
                         names.add(_LEAF)
             elif kind is ast.arg:
-                bound_names.add(node.arg)  # type: ignore[attr-defined]
+                assigned.add(node.arg)  # type: ignore[attr-defined]
             elif kind is ast.alias:
-                bound_names.add(node.asname or node.name.split(".")[0])  # type: ignore[attr-defined]
+                imported.add(node.asname or node.name.split(".")[0])  # type: ignore[attr-defined]
             if kind in _BINDING_KINDS:
                 bindings.append(node)
+                binding_scan[node] = scan
+                if kind is ast.NamedExpr or kind is ast.comprehension:
+                    inner_binders.add(statement)
+                    inner_binders.update(enclosing)
             loop = kind in _LOOP_KINDS
-            children: list[tuple[ast.AST, ast.stmt, bool]] = []
-            for field in ast_fields(kind):
+            # Children pushed last field first, each list backwards: popped in source order.
+            for field in _REVERSED_FIELDS.get(kind) or _reversed_fields(kind):
                 value = getattr(node, field, None)
-                inside = in_loop or (loop and field == "body")
+                inside = outer_loop
+                if inside is None and loop and field == "body":
+                    inside = node  # type: ignore[assignment]
                 if type(value) is list:
-                    for child in value:
+                    for child in reversed(value):
                         if isinstance(child, ast.AST):
                             here = child if type(child) in _STATEMENT_KINDS else statement
-                            children.append((child, here, inside))  # type: ignore[arg-type]
+                            pending.append((child, here, inside))  # type: ignore[arg-type]
                 elif isinstance(value, ast.AST):
                     here = value if type(value) in _STATEMENT_KINDS else statement
-                    children.append((value, here, inside))  # type: ignore[arg-type]
-            pending.extend(reversed(children))
+                    pending.append((value, here, inside))  # type: ignore[arg-type]
         return scan
 
 
@@ -281,6 +331,11 @@ def ast_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+def _reversed_fields(kind: type) -> tuple[str, ...]:
+    fields = _REVERSED_FIELDS[kind] = tuple(reversed(ast_fields(kind)))
+    return fields
+
+
 def _subclasses(base: type) -> frozenset[type]:
     found: set[type] = set()
     pending = [base]
@@ -292,10 +347,13 @@ def _subclasses(base: type) -> frozenset[type]:
 
 
 _AST_FIELDS: dict[type, tuple[str, ...]] = {}
+_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}
 _STATEMENT_KINDS = _subclasses(ast.stmt)
 _SCOPE_KINDS = frozenset(_SCOPES)
 _BINDING_KINDS = frozenset(_BINDING_NODES)
 _LOOP_KINDS = frozenset({ast.For, ast.AsyncFor, ast.While})
+# The statements `_Flow._loop` versions every name they bind in.
+_REBINDING_BLOCKS = frozenset({ast.For, ast.AsyncFor, ast.While, ast.Try, ast.TryStar})
 
 
 class _InplaceScreen:
@@ -325,34 +383,45 @@ class _InplaceScreen:
         # Of those, the ones that may save their output (`nn.Sigmoid()`, `nn.ReLU()`, a class
         # or container of the file).
         self.output_modules: set[str] = set()
-        # Of those, the ones only ever bound to a layer of torch's, whose output is new storage.
-        self.torch_layers: set[str] = set()
-        # ...and the `self` attributes only ever assigned a layer of torch's by `self.x = ...`
-        # (provenance finds the module of `self.x(...)` among its class's `self.x`
-        # assignments, whatever `a.b.x = ...` assigns elsewhere).
-        self.self_torch_layers: set[str] = set()
+        # Names only ever bound to a module whose output provenance takes as new storage: a
+        # layer of torch's, or what another package's callable built.
+        self.fresh_layers: set[str] = set()
+        # ...and the `self` attributes only ever assigned one by `self.x = ...` (provenance
+        # finds the module of `self.x(...)` among its class's `self.x` assignments, whatever
+        # `a.b.x = ...` assigns elsewhere).
+        self.self_fresh_layers: set[str] = set()
         other_modules: set[str] = set()
         other_self_modules: set[str] = set()
+        # Every attribute name the file binds (`self.softmax = ...`, `a.b.norm = ...`): a call
+        # of one may be a module's, whatever tensor method it is named like.
+        self.bound_attributes: set[str] = set()
         attribute_bindings = []
         for node in survey.bindings:
             for targets, value in _bindings(node):
+                stored_attributes = [
+                    inner
+                    for target in targets
+                    for inner in ast.walk(target)
+                    if type(inner) is ast.Attribute and type(inner.ctx) is ast.Store
+                ]
+                self.bound_attributes.update(inner.attr for inner in stored_attributes)
                 identifiers = {_identifier(target) for target in targets}
                 attributes = {key[5:] for key in map(_self_key, targets) if key}
                 if isinstance(value, ast.Call) and self._builds_saving_module(value):
                     self.saving_modules |= identifiers
                     if self._builds_output_saving_module(value):
                         self.output_modules |= identifiers
-                if isinstance(value, ast.Call) and self._builds_torch_layer(value):
-                    self.torch_layers |= identifiers
-                    self.self_torch_layers |= attributes
+                if isinstance(value, ast.Call) and self._builds_fresh_layer(value):
+                    self.fresh_layers |= identifiers
+                    self.self_fresh_layers |= attributes
                 else:
                     other_modules |= identifiers
                     other_self_modules |= attributes
-                keys = {k for t in targets for k in map(_self_key, ast.walk(t)) if k}
+                keys = {k for k in map(_self_key, stored_attributes) if k}
                 if keys:
                     attribute_bindings.append((keys, value))
-        self.torch_layers -= other_modules
-        self.self_torch_layers -= other_self_modules
+        self.fresh_layers -= other_modules
+        self.self_fresh_layers -= other_self_modules
         # The builtins `interpreter.builtin_call` types, unless the file binds their names.
         self.builtins = set(_BUILTIN_KINDS) - (
             survey.bound_names | set(imports) | self.function_names | self.class_names
@@ -367,7 +436,12 @@ class _InplaceScreen:
             for target in targets
             if isinstance(target, ast.Name)
         }
-        # What `_layer_call` may find a constructor through.
+        # What `_layer_call` may find a constructor through. Besides a table's entry,
+        # `_Checker._inplace_flag` needs the called module's value to be a parameterless one
+        # of torch's (`Kind.PASSTHROUGH`, which only a call of `nn.ReLU` and the like makes).
+        passthrough = any(
+            qualified_name(call.func, imports) in PARAMETERLESS_MODULES for call in survey.calls
+        )
         self.layer_names: set[str] = set()
         self.layer_attributes: set[str] = set()
         for node in survey.bindings:
@@ -375,15 +449,20 @@ class _InplaceScreen:
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
-            if isinstance(value, ast.Call) and not _has_inplace_flag(value):
-                continue  # a constructor without the `True` that `_flag_argument` needs
+            if isinstance(value, ast.Call) and not (
+                _has_inplace_flag(value) and self._may_build_passthrough(value)
+            ):
+                continue  # no `True` for `_flag_argument`, or no parameterless module built
             if isinstance(value, ast.Subscript) and not self._inplace_table(value.value):
+                continue
+            if not isinstance(value, ast.Subscript) and not passthrough:
                 continue
             for target in targets:
                 if isinstance(target, ast.Name) and isinstance(value, _CONSTRUCTOR_PATHS):
                     self.layer_names.add(target.id)
-                elif isinstance(target, ast.Attribute) and isinstance(
-                    value, (ast.Call, ast.Name, ast.Subscript)
+                elif isinstance(target, ast.Attribute) and (
+                    isinstance(value, (ast.Call, ast.Subscript))
+                    or (isinstance(value, ast.Name) and self._passed_in(node, value.id))
                 ):
                     self.layer_attributes.add(target.attr)
         # `self.x` keys joined by a binding anywhere in the file (provenance follows an
@@ -435,18 +514,24 @@ class _InplaceScreen:
             ops = [
                 (op, flow.reach(self._op_names(op, scan, flow)))
                 for op in scan.nodes
-                if self._saves(op)
+                if self._saves(op, self._number_in(flow, flow.before[scan.statement[op]]))
             ]
-            for call, target, line in writes:
+            for call, target in writes:
                 env = flow.before[scan.statement[call]]
                 if isinstance(target, ast.Name) and flow.kind(target.id, env) is not None:
                     continue  # `_Checker.findings`: a number, dict or list is no tensor
                 written = self._written(target, flow, env)
                 if written is None or _LEAF in written:
                     return True
-                in_loop = call in scan.in_loop
+                loop = scan.loop_of.get(call)
                 for op, names in ops:
-                    if op is call or (not in_loop and op.lineno > line):  # type: ignore[attr-defined]
+                    if op is call:
+                        continue
+                    # `_saved_until`: an op that does not run before the write saved what it
+                    # writes only in the next iteration of a loop around both.
+                    if not _runs_before(op, call) and (
+                        loop is None or scan.loop_of.get(op) is not loop
+                    ):
                         continue
                     if not names.isdisjoint(written):
                         return True
@@ -476,23 +561,24 @@ class _InplaceScreen:
         return False
 
     # -- writes -----------------------------------------------------------------------------
-    def _writes(self, scan: _Scan) -> Iterator[tuple[ast.AST, ast.expr, int]]:
-        """`_Checker._writes`: the writing node, the written expression, the last line."""
+    def _writes(self, scan: _Scan) -> Iterator[tuple[ast.AST, ast.expr]]:
+        """`_Checker._writes`: the writing node and the written expression."""
         for node in scan.nodes:
-            if isinstance(node, ast.AugAssign):
-                target = node.target
+            kind = type(node)
+            if kind is ast.Call:
+                for written in self._call_writes(node):  # type: ignore[arg-type]
+                    yield node, written
+            elif kind is ast.AugAssign:
+                target = node.target  # type: ignore[attr-defined]
                 if isinstance(target, ast.Subscript):
                     if not _string_index(target):
-                        yield node, target.value, end_line(node)
-                elif not isinstance(node.value, _DISPLAYS):
-                    yield node, target, end_line(node)
-            elif isinstance(node, ast.Assign):
-                for target in node.targets:
+                        yield node, target.value
+                elif not isinstance(node.value, _DISPLAYS):  # type: ignore[attr-defined]
+                    yield node, target
+            elif kind is ast.Assign:
+                for target in node.targets:  # type: ignore[attr-defined]
                     if isinstance(target, ast.Subscript) and not _string_index(target):
-                        yield node, target.value, end_line(node)
-            elif isinstance(node, ast.Call):
-                for written in self._call_writes(node):
-                    yield node, written, end_line(node)
+                        yield node, target.value
 
     def _call_writes(self, call: ast.Call) -> Iterator[ast.expr]:
         func = call.func
@@ -507,7 +593,11 @@ class _InplaceScreen:
             yield out
 
     def _in_place_flag(self, call: ast.Call, qualified: str | None) -> bool:
-        """`inplace=True`, or `True` at the position the op table knows."""
+        """`inplace=True`, or `True` at the position the op table knows, passed to a functional
+        (`_Checker._inplace_flag`): any other callee works in place only when the module it
+        calls was built so (`_layer_call`)."""
+        if qualified is None or not qualified.startswith("torch.nn.functional."):
+            return False
         if any(k.arg == "inplace" and _is_true(k.value) for k in call.keywords):
             return True
         position = INPLACE_FLAG_POSITION.get(qualified or "")
@@ -532,17 +622,76 @@ class _InplaceScreen:
             return func.attr in self.layer_attributes
         return isinstance(func, ast.Subscript) and self._inplace_table(func.value)
 
+    def _passed_in(self, binding: ast.AST, name: str) -> bool:
+        """`self.act = act` in `__init__`: provenance finds the module the class's callers pass
+        as that parameter (`_passed_constructor`), and the interpreter knows its value only
+        from callers passing it by position (`_parameter_env`)."""
+        scan = self.survey.binding_scan[binding]
+        init = scan.scope
+        owner = scan.outer.scope if scan.outer is not None else None
+        if not isinstance(init, _FUNCTIONS) or init.name != "__init__":
+            return False
+        if not isinstance(owner, ast.ClassDef):
+            return False
+        params = [arg.arg for arg in (*init.args.posonlyargs, *init.args.args)]
+        if name not in params[1:]:
+            return False
+        position = params.index(name) - 1
+        return any(
+            called_name(call) == owner.name
+            and not any(isinstance(arg, ast.Starred) for arg in call.args)
+            and len(call.args) > position
+            for call in self.survey.calls
+        )
+
+    def _may_build_passthrough(self, call: ast.Call) -> bool:
+        """Whether the call may give a parameterless module of torch's: it builds one, or the
+        interpreter follows it into the file's own function, which may return one."""
+        if qualified_name(call.func, self.imports) in PARAMETERLESS_MODULES:
+            return True
+        return called_name(call) in self.function_names
+
     def _inplace_table(self, table: ast.expr) -> bool:
         return isinstance(table, ast.Name) and table.id in self.inplace_tables
 
     # -- ops that may save -------------------------------------------------------------------
-    def _saves(self, node: ast.AST) -> bool:
+    def _saves(self, node: ast.AST, number: Callable[[ast.expr], bool] | None = None) -> bool:
         """Whether the node may be an op that saves a tensor (`_Checker._input_savers`,
-        `_output_saver`): a saving op of the table, or a call provenance follows into."""
+        `_output_saver`): a saving op of the table, or a call provenance follows into.
+        `number`: whether an operand is a Python number (default: as `kind_of` tells it)."""
         if isinstance(node, ast.BinOp):
-            key = _operator_key(node)
+            key = self._operator_key(node, number or self._is_number)
             return key in _INPUT_SAVING_KEYS or key in _OUTPUT_SAVING_KEYS
         return isinstance(node, ast.Call) and self._call_in(node, _SAVING_KEYS, self.saving_modules)
+
+    def _is_number(self, operand: ast.expr) -> bool:
+        return self.kind_of(operand) == "number"
+
+    def _number_in(self, flow: _Flow, env: _Env) -> Callable[[ast.expr], bool]:
+        """Whether an operand is a Python number where `env` holds, names included."""
+
+        def number(operand: ast.expr) -> bool:
+            if isinstance(operand, ast.Name):
+                return flow.kind(operand.id, env) == "number"
+            return self.kind_of(operand) == "number"
+
+        return number
+
+    def _operator_key(self, operation: ast.BinOp, number: Callable[[ast.expr], bool]) -> str | None:
+        """The op table's key for an operator (`provenance._scalar_suffix`, `_table_key`):
+        `operator.mul[scalar]` for `x * 2`, `[rscalar]` for `2 * x`; None for an operator the
+        table does not know, and for arithmetic on numbers, which no graph records."""
+        name = _OPERATOR_NAMES.get(type(operation.op))
+        if name is None:
+            return None
+        key = f"operator.{name}"
+        left, right = number(operation.left), number(operation.right)
+        if left and right:
+            return None
+        suffix = "[scalar]" if right else "[rscalar]" if left else None
+        if suffix is not None and saved_ops.op_saving(key + suffix) is not None:
+            return key + suffix
+        return key
 
     def _call_in(self, call: ast.Call, keys: frozenset[str], modules: set[str]) -> bool:
         """Whether the call may be an op of `keys` (the table's), a call of a module bound to
@@ -580,18 +729,41 @@ class _InplaceScreen:
 
     def _builds_output_saving_module(self, call: ast.Call) -> bool:
         qualified = qualified_name(call.func, self.imports)
+        if qualified == "torch.nn.Sequential" and call.args:
+            # `provenance._sequential`: its output is its last layer's (a view of the one
+            # before when that layer is a view of the table's).
+            last = call.args[-1]
+            if not isinstance(last, ast.Call):
+                return False  # a layer of unknown kind, which the table has no entry for
+            key = qualified_name(last.func, self.imports)
+            op = saved_ops.op_saving(key) if key is not None else None
+            return key in _OUTPUT_SAVING_KEYS or (op is not None and op.view_of_input is not None)
         if qualified is None or qualified in _CONTAINER_MODULES:
             return True  # a class of the file, a container of layers
         return qualified in _OUTPUT_SAVING_KEYS
 
-    def _builds_torch_layer(self, call: ast.Call) -> bool:
-        """`nn.Linear(...)`, `nn.Embedding(...)`: a layer of torch's whose output provenance
-        takes as new storage: not a container, not a view of the table's (`nn.Identity`), not
-        built in place."""
+    def _builds_fresh_layer(self, call: ast.Call) -> bool:
+        """A module whose output provenance takes as new storage: a layer of torch's
+        (`nn.Linear(...)`; not a container, not a view of the table's such as `nn.Identity`,
+        not built in place), or what another package's callable builds (`timm.create_model`,
+        `from .layers import Block`): provenance does not follow its call, whose result is
+        then a new value that no op of the table saves."""
         qualified = qualified_name(call.func, self.imports) or ""
+        if not qualified.startswith("torch."):
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return isinstance(root, ast.Name) and root.id in self.survey.imported_only
         short = qualified.rsplit(".", 1)[-1]
         if not qualified.startswith("torch.nn.") or not short[:1].isupper():
             return False
+        if qualified == "torch.nn.Sequential" and call.args:
+            # `provenance._sequential`: one output per layer, the last one's unless it is a
+            # view of the table's (a starred list of layers is one layer of unknown kind).
+            last = call.args[-1]
+            key = qualified_name(last.func, self.imports) if isinstance(last, ast.Call) else None
+            op = saved_ops.op_saving(key) if key is not None else None
+            return op is None or op.view_of_input is None
         if qualified in _CONTAINER_MODULES:
             return False
         op = saved_ops.op_saving(qualified)
@@ -601,15 +773,19 @@ class _InplaceScreen:
         return (op is None or op.view_of_input is None) and not in_place
 
     # -- names ------------------------------------------------------------------------------
-    def aliases(self, expression: ast.AST, env: _Env | None = None) -> set[str]:
+    def aliases(
+        self, expression: ast.AST, env: _Env | None = None, passed: set[ast.AST] | None = None
+    ) -> set[str]:
         """The names (their versions in `env`) and `self.x` keys whose storage the
         expression's value may share (as provenance follows it), with `<leaf>` when it may be
-        a graph leaf."""
+        a graph leaf. `passed` collects the subexpressions whose value it may be."""
         env = env or {}
         names: set[str] = set()
         stack: list[ast.AST] = [expression]
         while stack:
             node = stack.pop()
+            if passed is not None:
+                passed.add(node)
             if isinstance(node, ast.Name):
                 if node.id != "self" and node.id not in self.imports:
                     names.add(env.get(node.id, node.id))
@@ -665,13 +841,13 @@ class _InplaceScreen:
                 return arguments
             if func.id in _NOT_OPS and func.id not in _PASSING_BUILTINS:
                 return []
-            if func.id in self.torch_layers:
+            if func.id in self.fresh_layers:
                 return []
             return arguments  # a builtin passing values, a module, a class, a callable
         if isinstance(func, ast.Attribute):
             method = func.attr
             names |= self.returns.get(method, set())
-            layers = self.self_torch_layers if _is_self(func.value) else self.torch_layers
+            layers = self.self_fresh_layers if _is_self(func.value) else self.fresh_layers
             if method in layers and method not in self.function_names:
                 return []  # `self.fc(x)` with `self.fc = nn.Linear(...)`: new storage
             if _self_key(func) is not None or method in self.function_names:
@@ -694,26 +870,50 @@ class _InplaceScreen:
         if isinstance(op, ast.Call):
             inputs: list[ast.AST] = list(op.args)
             if isinstance(op.func, ast.Attribute):
-                inputs.append(op.func.value)
+                inputs.insert(0, op.func.value)
+            first = self._first_saved_input(op)
+            inputs = [] if first is None else inputs[first:]
             names = set().union(*(self.aliases(i, env) for i in inputs)) if inputs else set()
             key = _self_key(op.func)
             if key is not None:
                 names.add(key)  # `self.embed()`: a module's parameters, without an argument
         elif isinstance(op, ast.BinOp):
             names = set()
-            if _operator_key(op) in _INPUT_SAVING_KEYS:
+            if self._operator_key(op, self._number_in(flow, env)) in _INPUT_SAVING_KEYS:
                 names = self.aliases(op.left, env) | self.aliases(op.right, env)
         else:
             names = self.aliases(op.operand, env)  # type: ignore[attr-defined]
-        if self._saves_output(op):
+        if self._saves_output(op, self._number_in(flow, env)) and flow.may_bind(op, statement):
             names |= flow.bound_by.get(statement, set())
         return names
 
-    def _saves_output(self, op: ast.AST) -> bool:
+    def _first_saved_input(self, call: ast.Call) -> int | None:
+        """The first input (a method's receiver first, then the positional arguments) that the
+        op may save, as the table tells it for its ops; None when it saves none of them
+        (`x.sigmoid()` saves only its output). Numbers and strings are no positions for the
+        table, so an argument's table position is at most its place here."""
+        func = call.func
+        qualified = qualified_name(func, self.imports)
+        if any(isinstance(arg, ast.Starred) for arg in call.args):
+            return 0
+        if qualified is not None and qualified.startswith("torch."):
+            first = _FIRST_SAVED_INPUT.get(qualified)
+            return None if first is None else first + isinstance(func, ast.Attribute)
+        if (
+            isinstance(func, ast.Attribute)
+            and f"Tensor.{func.attr}" in _SAVING_KEYS
+            and not _is_self(func.value)
+            and func.attr not in self.bound_attributes
+            and func.attr not in self.function_names
+        ):
+            return _FIRST_SAVED_INPUT.get(f"Tensor.{func.attr}")
+        return 0  # the file's function or module, or a call the table does not know
+
+    def _saves_output(self, op: ast.AST, number: Callable[[ast.expr], bool] | None = None) -> bool:
         """Whether the op may save its own output (sigmoid, exp, softmax, an in-place ReLU
         layer), or is a call provenance follows into."""
         if isinstance(op, ast.BinOp):
-            return _operator_key(op) in _OUTPUT_SAVING_KEYS
+            return self._operator_key(op, number or self._is_number) in _OUTPUT_SAVING_KEYS
         return isinstance(op, ast.Call) and self._call_in(
             op, _OUTPUT_SAVING_KEYS, self.output_modules
         )
@@ -739,9 +939,17 @@ class _Flow:
         self._kinds: dict[str, str | None] = {}
         self._joins: dict[str, list[str] | None] = {}
         self._resolved: dict[str, str | None] = {}
+        self._passed: dict[ast.stmt, set[ast.AST]] = {}  # `may_bind`, once asked
+        self._loop_names: dict[ast.stmt, set[str]] = {}  # `_bound_names`, once per loop
         self._count = 0
         self._run(scan.body, {})
         self._scan = scan
+        for node in scan.nodes:
+            if _appends(node):
+                env = self.before[scan.statement[node]]
+                func = node.func  # type: ignore[attr-defined]
+                value = screen.aliases(node.args[0], env)  # type: ignore[attr-defined]
+                self._store(screen.aliases(func.value, env), value)
         self._rebound: dict[str, str] | None = None  # `_rebound_in_place`, once asked
         mentioned = set(self.links).union(*self.links.values())
         for key in mentioned:
@@ -759,6 +967,17 @@ class _Flow:
                         self._link({key}, outer_flow.reach(outer_flow.versions[key]))
                     outer = outer.outer
         self._spread_stores()
+
+    def may_bind(self, op: ast.AST, statement: ast.stmt) -> bool:
+        """Whether the statement may bind the op's own result (`y = torch.sigmoid(x)`, or a
+        view of it), not only a value made from it (`y = conv(torch.relu(x))`)."""
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            return True
+        passed = self._passed.get(statement)
+        if passed is None:
+            passed = self._passed[statement] = set()
+            self.screen.aliases(statement.value, self.before[statement], passed)
+        return op in passed
 
     def _store(self, stored: set[str], value: set[str]) -> None:
         self._link(stored, value)
@@ -865,8 +1084,10 @@ class _Flow:
                 self._bind(statement, element, value, env)
         elif isinstance(target, ast.Starred):
             self._bind(statement, target.value, value, env)
-        else:
-            # `self.x = v`, `a[i] = v`, `a.b = v`: stored into what the target names.
+        elif not isinstance(target, ast.Subscript):
+            # `self.x = v`, `a.b = v`: stored into what the target names. Provenance follows
+            # no store by index (`a[i] = v`): an element comes out only of a list display
+            # (`_literal`) or what `append` added (`_appended`).
             stored = self.screen.aliases(target, env)
             self._store(stored, value)
             bound |= {key for key in stored if key[:5] == "self."}
@@ -915,6 +1136,8 @@ class _Flow:
     def _inner_bindings(self, statement: ast.stmt, env: _Env) -> None:
         """`:=` and comprehension targets in what a statement evaluates, joined by name with
         what they are bound to."""
+        if statement not in self.screen.survey.inner_binders:
+            return
         aliases = self.screen.aliases
         for expression in _evaluated_first(statement):
             for inner in ast.walk(expression):
@@ -938,7 +1161,7 @@ class _Flow:
         """A loop (or a `try`, whose handlers may start anywhere in its body): every name it
         binds has one version for the whole statement, joined with the one before it."""
         entry = dict(env)
-        for name in sorted(_bound_names(node)):
+        for name in sorted(_bound_names(node, self._loop_names)):
             entry[name] = self._new(name, {env[name]} if name in env else set())
             self._joins[entry[name]] = [env[name]] if name in env else None
         self.before[node] = entry if isinstance(node, (ast.While, ast.Try, ast.TryStar)) else env
@@ -1017,24 +1240,40 @@ def _evaluated_first(node: ast.stmt) -> list[ast.AST]:
     return [node]
 
 
-def _bound_names(node: ast.stmt) -> set[str]:
-    """The names a compound statement binds anywhere in its body (not in nested scopes)."""
-    names: set[str] = set()
+def _bound_names(node: ast.stmt, known: dict[ast.stmt, set[str]]) -> set[str]:
+    """The names a compound statement binds anywhere in its body (not in nested scopes).
+    `known`: those of the loops and `try` statements already asked about, which the loops
+    around them reuse."""
+    names = known.get(node)
+    if names is not None:
+        return names
+    names = set()
     stack: list[ast.AST] = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, ast.Name) and isinstance(current.ctx, ast.Store):
-            names.add(current.id)
-        elif isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(current.name)
+        kind = type(current)
+        if kind is ast.Name:
+            if type(current.ctx) is ast.Store:  # type: ignore[attr-defined]
+                names.add(current.id)  # type: ignore[attr-defined]
             continue
-        elif isinstance(current, ast.Lambda):
+        if kind in _SCOPE_KINDS:
+            if kind is not ast.Lambda:
+                names.add(current.name)  # type: ignore[attr-defined]
             continue
-        elif isinstance(current, ast.alias):
-            names.add(current.asname or current.name.split(".")[0])
-        elif isinstance(current, ast.ExceptHandler) and current.name:
-            names.add(current.name)
-        stack.extend(ast.iter_child_nodes(current))
+        if current is not node and kind in _REBINDING_BLOCKS:
+            names |= _bound_names(current, known)  # type: ignore[arg-type]
+            continue
+        if kind is ast.alias:
+            names.add(current.asname or current.name.split(".")[0])  # type: ignore[attr-defined]
+        elif kind is ast.ExceptHandler and current.name:  # type: ignore[attr-defined]
+            names.add(current.name)  # type: ignore[attr-defined]
+        for field in _REVERSED_FIELDS.get(kind) or _reversed_fields(kind):
+            value = getattr(current, field, None)
+            if type(value) is list:
+                stack.extend(child for child in value if isinstance(child, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
+    known[node] = names
     return names
 
 
@@ -1060,25 +1299,6 @@ def _string_index(target: ast.Subscript) -> bool:
     return isinstance(index, ast.JoinedStr) or (
         isinstance(index, ast.Constant) and isinstance(index.value, (str, bytes))
     )
-
-
-def _operator_key(operation: ast.BinOp) -> str | None:
-    """The op table's key for an operator (`provenance._table_key`): `operator.mul[scalar]`
-    for `x * 2`, `[rscalar]` for `2 * x`; None for an operator the table does not know."""
-    name = _OPERATOR_NAMES.get(type(operation.op))
-    if name is None:
-        return None
-    key = f"operator.{name}"
-    for side, suffix in ((operation.right, "[scalar]"), (operation.left, "[rscalar]")):
-        if _is_number(side) and saved_ops.op_saving(key + suffix) is not None:
-            return key + suffix
-    return key
-
-
-def _is_number(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _makes_leaf(call: ast.Call) -> bool:
@@ -1136,6 +1356,35 @@ def _has_inplace_flag(call: ast.Call) -> bool:
 
 def _is_true(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
+
+
+def called_name(call: ast.Call) -> str | None:
+    """`f` in `f(...)` and in `obj.f(...)`."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _appends(node: ast.AST) -> bool:
+    """`xs.append(v)`: an element `provenance._appended` may take out of `xs` again."""
+    return (
+        type(node) is ast.Call
+        and type(node.func) is ast.Attribute  # type: ignore[attr-defined]
+        and node.func.attr == "append"  # type: ignore[attr-defined]
+        and len(node.args) == 1  # type: ignore[attr-defined]
+    )
+
+
+def _runs_before(op: ast.AST, write: ast.AST) -> bool:
+    """`_Checker._evaluated_before`, by position: the op ends before the write starts, or is
+    one of its operands (the write's statement, or its call, contains it)."""
+    start = (write.lineno, write.col_offset)  # type: ignore[attr-defined]
+    op_end = (op.end_lineno, op.end_col_offset)  # type: ignore[attr-defined]
+    if op_end <= start:
+        return True
+    op_start = (op.lineno, op.col_offset)  # type: ignore[attr-defined]
+    return start <= op_start and op_end <= (write.end_lineno, write.end_col_offset)  # type: ignore[attr-defined]
 
 
 def end_line(node: ast.AST) -> int:

@@ -40,7 +40,7 @@ from codemods.analysis.torch_api import (
     SCHEDULER_NAME,
     STEPPER_NAME,
 )
-from codemods.screen_inplace import ast_fields, end_line, qualified_name
+from codemods.screen_inplace import ast_fields, called_name, end_line, qualified_name
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 _Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
@@ -223,7 +223,7 @@ class LoopScreens:
         # that runs another.
         names = {scope.name for scope in sites if isinstance(scope, _FUNCTIONS)}
         if len(sites) >= 2 and any(
-            _called_name(call) in names or "__call__" in names
+            called_name(call) in names or "__call__" in names
             for scope in sites
             for call in self.scopes[scope].calls
         ):
@@ -357,7 +357,7 @@ class LoopScreens:
     def _callees(self, call: ast.Call) -> list[_Function]:
         """The file's functions `call` may run: those of its name, and any forward when it
         may be a module's call."""
-        name = _called_name(call)
+        name = called_name(call)
         callees = list(self.functions_by_name.get(name or "", ()))
         if name not in self.foreign:
             for forward in FORWARD_METHODS:
@@ -549,7 +549,7 @@ class LoopScreens:
         if qualified.startswith("torch."):
             short = qualified.rsplit(".", 1)[-1]
             return qualified.startswith("torch.nn.") and short[:1].isupper()
-        name = _called_name(value)  # type: ignore[arg-type]
+        name = called_name(value)  # type: ignore[arg-type]
         if name in self.functions_by_name or name in self.classes:
             return True
         if type(func) is ast.Name:
@@ -588,10 +588,10 @@ class LoopScreens:
             self._memoised(
                 (parameters, function, "<return>"),
                 lambda function=function: (
-                    _yields(function)
+                    yields(function)
                     or any(
                         self.may_be_attached(value, function, parameters=True)
-                        for value in _returned(function)
+                        for value in returned(function)
                     )
                 ),
             )
@@ -936,13 +936,6 @@ def _line(node: ast.AST) -> int:
     return getattr(node, "lineno", 0)
 
 
-def _called_name(call: ast.Call) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else None
-
-
 def _reaching(
     facts: _ScopeFacts, bindings: list[_Binding], key: str, at: ast.AST
 ) -> list[_Binding]:
@@ -1073,14 +1066,14 @@ def _block_binds(block: list[ast.stmt]) -> set[str]:
     return set().union(*map(_binds, block))
 
 
-def _returned(function: _Function) -> Iterator[ast.expr]:
+def returned(function: _Function) -> Iterator[ast.expr]:
     """The values `function`'s own `return` statements give."""
     for node in _walk(function.body, scopes=False):
         if type(node) is ast.Return and node.value is not None:  # type: ignore[attr-defined]
             yield node.value  # type: ignore[attr-defined]
 
 
-def _yields(function: _Function) -> bool:
+def yields(function: _Function) -> bool:
     return any(
         type(node) in (ast.Yield, ast.YieldFrom) for node in _walk(function.body, scopes=False)
     )
@@ -1168,4 +1161,4 @@ def _one_literal(node: ast.expr, lines: list[str]) -> bool:
 def _backward_sites(facts: _ScopeFacts) -> list[ast.Call]:
     """`gf003._site`, coarsely: `x.backward(...)`, and any call of a `grad`/`backward` function
     (an alias of autograd's lets the file through before this)."""
-    return [call for call in facts.calls if _called_name(call) in ("backward", "grad")]
+    return [call for call in facts.calls if called_name(call) in ("backward", "grad")]

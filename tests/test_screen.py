@@ -113,10 +113,65 @@ def test_a_training_loop_keeps_the_accumulation_rule() -> None:
         ("self.criterion(x, y)", True),  # a criterion kept on the object
         ("parts.get('l', 0.0)", True),  # a dict's stored value
         ("loss * x.size", True),
+        # `interpreter.value` gives no graph to a comparison or what left the graph...
+        ("(model(x) == y).sum()", False),
+        ("(model(x) - y).abs().numpy().mean()", False),
+        ("(model(x) - y).abs().mean()", True),
+        ("(model(x) == y).sum() + loss", True),  # ...but a loss added to one has one
+        # A loop counter is never attached, whatever else the name holds.
+        ("step", False),
+        ("index", False),
+        ("pair", True),
     ],
 )
 def test_an_accumulated_operand_that_may_be_a_loss(operand: str, wanted: bool) -> None:
-    assert ("GF001" in _wanted(TRAINING.replace("total += loss", f"total += {operand}"))) is wanted
+    source = TRAINING.replace("total += loss", f"total += {operand}")
+    source += "for step in range(3):\n    pass\nfor index, pair in enumerate(loader):\n    pass\n"
+    assert ("GF001" in _wanted(source)) is wanted
+
+
+STEP = """\
+import torch.nn as nn
+
+model = nn.Linear(4, 1)
+
+
+def train_step(x, y):
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return RETURNED
+
+
+history = []
+for x, y in loader:
+    ACCUMULATED
+"""
+
+
+@pytest.mark.parametrize(
+    ("returned", "accumulated", "wanted"),
+    [
+        # What the file's own function returns, followed as the interpreter follows it.
+        ("loss.item(), len(x)", "train_loss, count = train_step(x, y)", False),
+        ("loss, len(x)", "train_loss, count = train_step(x, y)", True),
+        ("pair", "train_loss, count = train_step(x, y)", True),  # a tuple of unknown parts
+        ("loss.item()", "train_loss = train_step(x, y)", False),
+        ("loss", "train_loss = train_step(x, y)", True),
+    ],
+)
+def test_gf001_follows_the_files_functions(returned: str, accumulated: str, wanted: bool) -> None:
+    source = STEP.replace("RETURNED", returned)
+    source = source.replace("ACCUMULATED", f"{accumulated}\n    history.append(train_loss)")
+    assert ("GF001" in _wanted(source)) is wanted
+
+
+@pytest.mark.parametrize(("added", "wanted"), [("loss.item()", False), ("loss", True)])
+def test_gf001_follows_a_total_the_function_returns(added: str, wanted: bool) -> None:
+    total = f"total, count = 0, 0\n    total += {added}\n    count += 1\n    return total / count"
+    source = STEP.replace("return RETURNED", total)
+    source = source.replace("ACCUMULATED", "history.append(train_step(x, y))")
+    assert ("GF001" in _wanted(source)) is wanted
 
 
 def test_an_entry_summed_through_get_is_an_accumulation() -> None:
@@ -289,6 +344,20 @@ x = model(torch.randn(2, 4))
 """
 
 
+SQUARE = """\
+class Square(nn.Module):
+    def forward(self, x):
+        return x * x
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.exp = Square()
+
+    def forward(self, h):
+"""
+
+
 @pytest.mark.parametrize(
     ("lines", "may_break"),
     [
@@ -326,8 +395,35 @@ x = model(torch.randn(2, 4))
         ("y = torch.sigmoid(x)\nb = torch.zeros(4)\npair = [y, b]\nb[0] = 1", False),
         ("y = torch.sigmoid(x)\nb = torch.zeros(4)\npair = [y, b]\npair[0][0] = 1", True),
         ("y = torch.sigmoid(x)\nv = y.view(-1)\nw = y.view(-1)\nw[0] = 1", True),
-        # What is stored through one name of an object is in it for its other names.
-        ("y = torch.sigmoid(x)\np = {}\nq = p\nq['y'] = y\nz = p['y']\nz.add_(1)", True),
+        # Provenance takes an element out of a list display or what `append` added to it, and
+        # follows no store by index.
+        ("xs = []\ny = torch.sigmoid(x)\nxs.append(y)\nxs[0].add_(1)", True),
+        ("y = torch.sigmoid(x)\np = {}\nq = p\nq['y'] = y\nz = p['y']\nz.add_(1)", False),
+        ("y = torch.zeros(4)\nz = torch.log(x)\ny[0] = x", False),  # the store copies `x`
+        # An op saves for the write only when it runs first, or in a loop around both.
+        ("y = x + 1\nfor i in range(3):\n    y[i] = 1\nz = torch.log(y)", False),
+        ("y = x + 1\nfor i in range(3):\n    y[i] = 1\n    z = torch.log(y)", True),
+        ("y = x + 1\nz = x.add_(1) if y is None else torch.log(x)", False),
+        # An op of the table saves only the inputs it lists.
+        ("y = x + 1\nx.mul_(torch.sigmoid(x))", False),  # sigmoid saves its output
+        ("y = x + 1\nz = torch.log(x)\nx.mul_(2)", True),
+        ("y = x + 1\nz = y / len(y)\ny[0] = 1", False),  # divided by a number
+        ("y = x + 1\nz = y / y.sum()\ny[0] = 1", True),
+        ("y = torch.sigmoid(x)\nz = model(torch.sigmoid(y))\nz.add_(1)", False),  # not bound
+        # Only a functional's own flag writes; another package's module gives new storage.
+        ("from helpers import scale\nz = torch.log(x)\nscale(x, inplace=True)", False),
+        ("from helpers import Block\nb = Block()\ny = b(x)\nz = torch.log(x)\ny.add_(1)", False),
+        (
+            "s = nn.Sequential(nn.ReLU(), nn.Linear(4, 4))\ny = s(x)\nz = torch.log(x)\ny.add_(1)",
+            False,
+        ),
+        (
+            "s = nn.Sequential(nn.ReLU(), nn.Identity())\ny = s(x)\nz = torch.log(x)\ny.add_(1)",
+            True,
+        ),
+        # A module named like a tensor method may save its input.
+        (SQUARE + "        y = self.exp(h)\n        h.add_(1)\n        return y", True),
+        (SQUARE + "        y = h.sigmoid()\n        h.add_(1)\n        return y", False),
     ],
 )
 def test_gf004_needs_a_write_to_what_an_op_may_have_saved(lines: str, may_break: bool) -> None:
