@@ -36,9 +36,12 @@ from codemods.analysis.torch_api import (
     EVALUATION_NAME,
     FORWARD_METHODS,
     FUNCTIONAL_LOSSES,
+    GRAD_ENABLING,
     GRAPH_LEAVING_METHODS,
     SCHEDULER_NAME,
+    SET_GRAD_ENABLED,
     STEPPER_NAME,
+    disables_grad,
 )
 from codemods.screen_inplace import ast_fields, called_name, end_line, qualified_name
 
@@ -48,6 +51,11 @@ _Loop = ast.For | ast.AsyncFor | ast.While
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPE_KINDS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Methods that give the module's parameters, leaves whatever the grad mode.
+_LEAF_METHODS = frozenset({"parameters", "named_parameters", "requires_grad_"})
+# Methods through which a container's element comes out (`provenance._ELEMENT_METHODS`, and
+# a dict's views).
+_ELEMENT_METHODS = frozenset({"pop", "get", "popleft", "__getitem__", "values", "items"})
 # Methods that grow a container by one element (`gf002._GROWING_METHODS`).
 GROWING_METHODS = frozenset({"append", "insert"})
 # Builtins whose result is a number or a string (`interpreter.builtin_call`), never attached.
@@ -99,6 +107,7 @@ class _ScopeFacts:
     # each statement's block, its index there, and the statement whose block it is
     place: dict[int, tuple[list[ast.stmt], int, ast.stmt | None]] = field(default_factory=dict)
     statement_of: dict[int, ast.AST] = field(default_factory=dict)  # a call's statement
+    grad_off: set[int] = field(default_factory=set)  # statements run with grad mode off
 
 
 class LoopScreens:
@@ -159,8 +168,8 @@ class LoopScreens:
                 continue
             if not self.reaches_step(loop.body):
                 continue
-            if not keys.isdisjoint(self.backward_roots) or self.may_be_attached(
-                statement.value, facts.scope, parameters=True
+            if not keys.isdisjoint(self.backward_roots) or self._evaluated_may_be_attached(
+                statement.value, statement, facts.scope, parameters=True
             ):
                 return True
         return False
@@ -179,8 +188,8 @@ class LoopScreens:
             operand = _kept_operand(statement, self.lines)
             if operand is None or isinstance(operand, _DISPLAYS):
                 continue
-            if self.may_be_attached(
-                operand, facts.scope, parameters=True
+            if self._evaluated_may_be_attached(
+                operand, statement, facts.scope, parameters=True
             ) and self._training_or_evaluation(facts, statement):
                 return True
         return False
@@ -659,7 +668,47 @@ class LoopScreens:
             return self._name_may_be_attached(self.module, binding.key, parameters)
         if kind == "opaque" or binding.value is None:
             return True
-        return self.may_be_attached(binding.value, scope, parameters)
+        return self._evaluated_may_be_attached(binding.value, binding.statement, scope, parameters)
+
+    def _evaluated_may_be_attached(
+        self, value: ast.expr, statement: ast.AST, scope: _Scope, parameters: bool
+    ) -> bool:
+        """`may_be_attached` for `value` evaluated by `statement`, in the grad mode it runs in."""
+        if id(statement) in self.scopes[scope].grad_off:
+            return self._may_be_attached_without_grad(value, scope, parameters)
+        return self.may_be_attached(value, scope, parameters)
+
+    def _may_be_attached_without_grad(
+        self, value: ast.expr, scope: _Scope, parameters: bool
+    ) -> bool:
+        """Whether `value`, evaluated with grad mode off, may be attached: what an op or a
+        module computes there is not (`interpreter.tensor_result`, `provenance._grad_of`),
+        what it names or takes out of a container may be, and so may a parameter or a tensor
+        made to require grad, and what the file's own functions return."""
+        kind = type(value)
+        if kind is ast.Name or kind is ast.Attribute:
+            return self.may_be_attached(value, scope, parameters)
+        if kind in _NEVER_ATTACHED:
+            return False
+        if kind is not ast.Call:
+            parts = _parts(value)  # an operator's operands, a display's items, an element
+            return parts is None or any(
+                self._may_be_attached_without_grad(part, scope, parameters) for part in parts
+            )
+        call: ast.Call = value  # type: ignore[assignment]
+        func = call.func
+        arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+        name = called_name(call)
+        if name in self.functions_by_name:
+            return self._call_may_be_attached(call, scope, parameters)  # as with grad on, or less
+        if self._makes_leaf(call) or name in _LEAF_METHODS:
+            return True
+        if type(func) is ast.Name and not self._bound_anywhere(scope, func.id):
+            # a builtin passing values on: `list(xs)`, `max(a, b)`, `getattr(m, "w")`
+            return any(self._may_be_attached_without_grad(a, scope, parameters) for a in arguments)
+        if type(func) is ast.Attribute and func.attr in _ELEMENT_METHODS:
+            return self._may_be_attached_without_grad(func.value, scope, parameters)
+        return False
 
     def _binding_may_be_graph_node(self, binding: _Binding, scope: _Scope) -> bool:
         """GF003: whether a binding may give an attached graph node (a parameter, or a tensor
@@ -697,7 +746,8 @@ class LoopScreens:
                 *(a for a in (arguments.vararg, arguments.kwarg) if a is not None),
             ]:
                 _bind(facts, argument.arg, _Binding(scope, "parameter"))
-        self._visit(scope.body, facts, [], owner)
+        grad = not (isinstance(scope, _FUNCTIONS) and self._disables_grad(scope.decorator_list))
+        self._visit(scope.body, facts, [], owner, grad=grad)
 
     def _visit(
         self,
@@ -706,9 +756,13 @@ class LoopScreens:
         loops: list[_Loop],
         owner: ast.AST,
         parent: ast.stmt | None = None,
+        grad: bool = True,
     ) -> None:
+        """`grad`: whether grad mode is on where the statements run (`interpreter`'s)."""
         for index, statement in enumerate(body):
             facts.place[id(statement)] = (body, index, parent)
+            if not grad:
+                facts.grad_off.add(id(statement))
             if isinstance(statement, _FUNCTIONS):
                 _bind(facts, statement.name, _Binding(statement, "definition"))
                 self.functions_by_name.setdefault(statement.name, []).append(statement)
@@ -720,7 +774,7 @@ class LoopScreens:
                 continue
             if isinstance(statement, ast.ClassDef):
                 _bind(facts, statement.name, _Binding(statement, "definition"))
-                self._visit(statement.body, facts, loops, statement, statement)
+                self._visit(statement.body, facts, loops, statement, statement, grad)
                 continue
             facts.statements.append(statement)
             facts.enclosing_loops[statement] = loops
@@ -733,21 +787,25 @@ class LoopScreens:
             self._expression(expressions, statement, facts, loops)
             if isinstance(statement, _LOOPS):
                 facts.loops.append(statement)
-                self._visit(statement.body, facts, [statement, *loops], owner, statement)
-                self._visit(statement.orelse, facts, loops, owner, statement)
+                self._visit(statement.body, facts, [statement, *loops], owner, statement, grad)
+                self._visit(statement.orelse, facts, loops, owner, statement, grad)
+                continue
+            if isinstance(statement, (ast.With, ast.AsyncWith)):
+                inner = self._grad_inside(statement, grad)
+                self._visit(statement.body, facts, loops, owner, statement, inner)
                 continue
             for name in ("body", "orelse", "finalbody"):
-                self._visit(getattr(statement, name, []), facts, loops, owner, statement)
+                self._visit(getattr(statement, name, []), facts, loops, owner, statement, grad)
             for handler in getattr(statement, "handlers", []):
                 if handler.name:
                     _bind(facts, handler.name, _Binding(handler, "definition"))
-                self._visit(handler.body, facts, loops, owner, statement)
+                self._visit(handler.body, facts, loops, owner, statement, grad)
             for case in getattr(statement, "cases", []):
                 for node in ast.walk(case.pattern):
                     name = getattr(node, "name", None)
                     if isinstance(name, str):
                         _bind(facts, name, _Binding(statement, "opaque"))
-                self._visit(case.body, facts, loops, owner, statement)
+                self._visit(case.body, facts, loops, owner, statement, grad)
 
     def _expression(
         self,
@@ -772,6 +830,29 @@ class LoopScreens:
             elif kind is ast.Lambda:
                 for argument in node.args.args:  # type: ignore[attr-defined]
                     _bind(facts, argument.arg, _Binding(statement, "unknown"))
+
+    def _disables_grad(self, decorators: list[ast.expr]) -> bool:
+        """`@torch.no_grad()`, `@torch.inference_mode()` (`grad_disabled_by_decorator`)."""
+        return any(
+            disables_grad(qualified_name(d.func if isinstance(d, ast.Call) else d, self.imports))
+            for d in decorators
+        )
+
+    def _grad_inside(self, statement: ast.With | ast.AsyncWith, grad: bool) -> bool:
+        """Grad mode in the body of a `with` (`interpreter.grad_mode_after`, item by item)."""
+        for item in statement.items:
+            context = item.context_expr
+            callee = context.func if isinstance(context, ast.Call) else context
+            name = qualified_name(callee, self.imports)
+            if disables_grad(name):
+                grad = False
+            elif name in GRAD_ENABLING:
+                grad = True
+            elif name in SET_GRAD_ENABLED and isinstance(context, ast.Call) and context.args:
+                flag = context.args[0]
+                if isinstance(flag, ast.Constant) and type(flag.value) is bool:
+                    grad = flag.value
+        return grad
 
     def _bind_statement(self, statement: ast.stmt, facts: _ScopeFacts) -> None:
         """The bindings of a statement; what it stores into a container (`xs.append(v)`,

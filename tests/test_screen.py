@@ -291,6 +291,37 @@ optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
             "    outs.append(out.detach())",
             False,
         ),
+        # kept by a loop over batches with grad mode off: what is computed there is not
+        # attached, what was computed before may be
+        (
+            "outs = []\nwith torch.no_grad():\n    for x in loader:\n        outs.append(net(x))",
+            False,
+        ),
+        (
+            "outs = []\nfor x in loader:\n    with torch.inference_mode():\n        out = net(x)\n"
+            "    outs.append(out)",
+            False,
+        ),
+        (
+            "outs = []\nfor x in loader:\n    with torch.no_grad():\n"
+            "        with torch.enable_grad():\n            out = net(x)\n    outs.append(out)",
+            True,
+        ),
+        (
+            "outs = []\nfeat = net(x0)\nwith torch.no_grad():\n    for x in loader:\n"
+            "        outs.append(feat)",
+            True,
+        ),
+        (
+            "@torch.no_grad()\ndef predict(loader):\n    outs = []\n    for x in loader:\n"
+            "        outs.append(net(x))\n    return outs",
+            False,
+        ),
+        (
+            "def predict(loader):\n    outs = []\n    for x in loader:\n"
+            "        outs.append(net(x))\n    return outs",
+            True,
+        ),
     ],
 )
 def test_carried_and_kept_values(lines: str, wanted: bool) -> None:
