@@ -102,6 +102,8 @@ _NEVER_LOSSES = (
     ast.Compare,
 )
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "str", "bool", "round", "repr", "range"})
+# The fields of a statement that hold statements.
+_BLOCKS = ("body", "orelse", "finalbody")
 # What a loop counter is bound to, for `_may_be_loss`: a value never attached.
 _NUMBER = ast.Constant(0)
 # `interpreter._dict_view`: the methods through which a dict's stored value comes out.
@@ -521,9 +523,15 @@ class _Walker:
         """The file's functions and methods by name."""
         if self._functions is None:
             self._functions = {}
-            for node in ast.walk(self.module):
+            pending: list[ast.stmt] = list(self.module.body)
+            while pending:  # statements only: no expression holds a `def`
+                node = pending.pop()
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self._functions.setdefault(node.name, []).append(node)
+                for name in _BLOCKS:
+                    pending.extend(getattr(node, name, ()))
+                for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+                    pending.extend(part.body)
         return self._functions
 
     @property
