@@ -24,9 +24,11 @@ from itertools import pairwise
 from codemods.analysis import saved_ops
 from codemods.analysis.provenance import FREE_ATTRIBUTES
 from codemods.analysis.torch_api import (
+    GRAD_ENABLING,
     INPLACE_FLAG_POSITION,
     NON_WRITING_UNDERSCORE_METHODS,
     PARAMETERLESS_MODULES,
+    SET_GRAD_ENABLED,
     disables_grad,
 )
 
@@ -193,13 +195,15 @@ class _Scan:
         self.inner: list[_Scan] = []
         self.body: list[ast.stmt] = []
         self.flow: _Flow | None = None
+        self.grad_off: set[ast.AST] = set()  # nodes a `with` block runs with grad mode off
 
 
 class _Survey:
     """One walk over the file: every scope's nodes, the file's classes, functions and
     bindings, and the names each function's body reads."""
 
-    def __init__(self, module: ast.Module) -> None:
+    def __init__(self, module: ast.Module, imports: dict[str, str]) -> None:
+        self.imports = imports
         self.class_names: set[str] = set()
         self.reads: dict[str, set[str]] = {}  # function name -> names, `self.x` keys, `<leaf>`
         self.bindings: list[ast.AST] = []
@@ -243,15 +247,20 @@ class _Survey:
         nodes, statement_of, loop_of = scan.nodes, scan.statement, scan.loop_of
         bindings, binding_scan = self.bindings, self.binding_scan
         imported, assigned, calls = self.imported, self.assigned, self.calls
-        pending: list[tuple[ast.AST, ast.stmt, ast.stmt | None]] = [
-            (s, s, None) for s in reversed(body)
+        # Each node, with its statement, the outermost loop around it and whether a `with`
+        # block of the scope turns grad mode off around it.
+        pending: list[tuple[ast.AST, ast.stmt, ast.stmt | None, bool]] = [
+            (s, s, None, False) for s in reversed(body)
         ]
+        grad_off = scan.grad_off
         while pending:
-            node, statement, outer_loop = pending.pop()
+            node, statement, outer_loop, off = pending.pop()
             nodes.append(node)
             statement_of[node] = statement
             if outer_loop is not None:
                 loop_of[node] = outer_loop
+            if off:
+                grad_off.add(node)
             kind = type(node)
             if kind in _SCOPE_KINDS:
                 inner_functions = functions
@@ -267,7 +276,7 @@ class _Survey:
                     assigned.add(node.name)  # type: ignore[attr-defined]
                 scan.inner.append(self._scope(node, scan, inner_functions, lambda_of))  # type: ignore[arg-type]
                 header = [
-                    (child, statement, outer_loop)
+                    (child, statement, outer_loop, off)
                     for field in ast_fields(kind)
                     if field != "body"
                     for value in (getattr(node, field, None),)
@@ -303,20 +312,24 @@ class _Survey:
                     inner_binders.add(statement)
                     inner_binders.update(enclosing)
             loop = kind in _LOOP_KINDS
+            body_off = off
+            if kind is ast.With or kind is ast.AsyncWith:
+                body_off = not grad_inside(node, not off, self.imports)  # type: ignore[arg-type]
             # Children pushed last field first, each list backwards: popped in source order.
             for field in _REVERSED_FIELDS.get(kind) or _reversed_fields(kind):
                 value = getattr(node, field, None)
                 inside = outer_loop
                 if inside is None and loop and field == "body":
                     inside = node  # type: ignore[assignment]
+                child_off = body_off if field == "body" else off
                 if type(value) is list:
                     for child in reversed(value):
                         if isinstance(child, ast.AST):
                             here = child if type(child) in _STATEMENT_KINDS else statement
-                            pending.append((child, here, inside))  # type: ignore[arg-type]
+                            pending.append((child, here, inside, child_off))  # type: ignore[arg-type]
                 elif isinstance(value, ast.AST):
                     here = value if type(value) in _STATEMENT_KINDS else statement
-                    pending.append((value, here, inside))  # type: ignore[arg-type]
+                    pending.append((value, here, inside, child_off))  # type: ignore[arg-type]
         return scan
 
 
@@ -360,7 +373,7 @@ class _InplaceScreen:
     def __init__(self, module: ast.Module, imports: dict[str, str], text: str) -> None:
         self.imports = imports
         self.inplace_layers = bool(_INPLACE_LAYER_TEXT.search(text))
-        self.survey = survey = _Survey(module)
+        self.survey = survey = _Survey(module, imports)
         self.function_names = set(survey.reads)
         self.class_names = survey.class_names
         module_names = {
@@ -511,18 +524,22 @@ class _InplaceScreen:
         writes = [] if grad_off else list(self._writes(scan))
         if writes:
             flow = self._flow(scan)
+            # An op run with grad mode off saves nothing (`provenance._grad_of`).
             ops = [
                 (op, flow.reach(self._op_names(op, scan, flow)))
                 for op in scan.nodes
-                if self._saves(op, self._number_in(flow, flow.before[scan.statement[op]]))
+                if op not in scan.grad_off
+                and self._saves(op, self._number_in(flow, flow.before[scan.statement[op]]))
             ]
             for call, target in writes:
                 env = flow.before[scan.statement[call]]
                 if isinstance(target, ast.Name) and flow.kind(target.id, env) is not None:
                     continue  # `_Checker.findings`: a number, dict or list is no tensor
                 written = self._written(target, flow, env)
-                if written is None or _LEAF in written:
+                if written is None:
                     return True
+                if _LEAF in written and call not in scan.grad_off:
+                    return True  # a leaf written with grad mode on (`_Checker._judge`)
                 loop = scan.loop_of.get(call)
                 for op, names in ops:
                     if op is call:
@@ -1364,6 +1381,23 @@ def called_name(call: ast.Call) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
     return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def grad_inside(statement: ast.With | ast.AsyncWith, grad: bool, imports: dict[str, str]) -> bool:
+    """Grad mode in the body of a `with` (`interpreter.grad_mode_after`, item by item)."""
+    for item in statement.items:
+        context = item.context_expr
+        callee = context.func if isinstance(context, ast.Call) else context
+        name = qualified_name(callee, imports)
+        if disables_grad(name):
+            grad = False
+        elif name in GRAD_ENABLING:
+            grad = True
+        elif name in SET_GRAD_ENABLED and isinstance(context, ast.Call) and context.args:
+            flag = context.args[0]
+            if isinstance(flag, ast.Constant) and type(flag.value) is bool:
+                grad = flag.value
+    return grad
 
 
 def _appends(node: ast.AST) -> bool:

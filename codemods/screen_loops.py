@@ -36,14 +36,18 @@ from codemods.analysis.torch_api import (
     EVALUATION_NAME,
     FORWARD_METHODS,
     FUNCTIONAL_LOSSES,
-    GRAD_ENABLING,
     GRAPH_LEAVING_METHODS,
     SCHEDULER_NAME,
-    SET_GRAD_ENABLED,
     STEPPER_NAME,
     disables_grad,
 )
-from codemods.screen_inplace import ast_fields, called_name, end_line, qualified_name
+from codemods.screen_inplace import (
+    ast_fields,
+    called_name,
+    end_line,
+    grad_inside,
+    qualified_name,
+)
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 _Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
@@ -791,7 +795,7 @@ class LoopScreens:
                 self._visit(statement.orelse, facts, loops, owner, statement, grad)
                 continue
             if isinstance(statement, (ast.With, ast.AsyncWith)):
-                inner = self._grad_inside(statement, grad)
+                inner = grad_inside(statement, grad, self.imports)
                 self._visit(statement.body, facts, loops, owner, statement, inner)
                 continue
             for name in ("body", "orelse", "finalbody"):
@@ -837,22 +841,6 @@ class LoopScreens:
             disables_grad(qualified_name(d.func if isinstance(d, ast.Call) else d, self.imports))
             for d in decorators
         )
-
-    def _grad_inside(self, statement: ast.With | ast.AsyncWith, grad: bool) -> bool:
-        """Grad mode in the body of a `with` (`interpreter.grad_mode_after`, item by item)."""
-        for item in statement.items:
-            context = item.context_expr
-            callee = context.func if isinstance(context, ast.Call) else context
-            name = qualified_name(callee, self.imports)
-            if disables_grad(name):
-                grad = False
-            elif name in GRAD_ENABLING:
-                grad = True
-            elif name in SET_GRAD_ENABLED and isinstance(context, ast.Call) and context.args:
-                flag = context.args[0]
-                if isinstance(flag, ast.Constant) and type(flag.value) is bool:
-                    grad = flag.value
-        return grad
 
     def _bind_statement(self, statement: ast.stmt, facts: _ScopeFacts) -> None:
         """The bindings of a statement; what it stores into a container (`xs.append(v)`,

@@ -452,6 +452,12 @@ class Net(nn.Module):
             "s = nn.Sequential(nn.ReLU(), nn.Identity())\ny = s(x)\nz = torch.log(x)\ny.add_(1)",
             True,
         ),
+        # With grad mode off an op saves nothing, and a leaf may be written; a write still
+        # breaks what an op saved before.
+        ("with torch.no_grad():\n    model.weight.mul_(2)", False),
+        ("with torch.no_grad():\n    y = torch.sigmoid(x)\ny.mul_(2)", False),
+        ("y = torch.sigmoid(x)\nwith torch.no_grad():\n    y.mul_(2)", True),
+        ("z = model.weight * x\nwith torch.no_grad():\n    model.weight.add_(1)", True),
         # A module named like a tensor method may save its input.
         (SQUARE + "        y = self.exp(h)\n        h.add_(1)\n        return y", True),
         (SQUARE + "        y = h.sigmoid()\n        h.add_(1)\n        return y", False),
