@@ -14,7 +14,7 @@ import ast
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from codemods.analysis.interpreter import CONVENTIONAL_CRITERIA
 from codemods.analysis.torch_api import (
@@ -32,7 +32,13 @@ from codemods.rules.gf001_accumulated_loss import AccumulatedLoss
 from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
-from codemods.screen_inplace import end_line, may_break_saved, qualified_name
+from codemods.screen_inplace import (
+    decorated_without_grad,
+    end_line,
+    grad_inside,
+    may_break_saved,
+    qualified_name,
+)
 from codemods.screen_loops import (
     GROWING_METHODS,
     LoopScreens,
@@ -121,6 +127,7 @@ class _Context:
     in_loop: bool = False  # inside a loop body of that function
     in_batch_loop: bool = False  # inside a `for` over batches of that function
     in_forward: bool = False  # inside a module's `forward` (or a def nested in it)
+    grad_off: bool = False  # in a `no_grad` block, or a function decorated so
 
 
 @dataclass
@@ -334,10 +341,13 @@ class _Walker:
             batches = context.in_batch_loop or (
                 isinstance(node, (ast.For, ast.AsyncFor)) and self._iterates_batches(node.iter)
             )
-            self.statements(
-                node.body, _Context(context.function, True, batches, context.in_forward)
-            )
+            inner = _Context(context.function, True, batches, context.in_forward, context.grad_off)
+            self.statements(node.body, inner)
             self.statements(node.orelse, context)
+            return
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            grad = grad_inside(node, not context.grad_off, self.facts.imports)
+            self.statements(node.body, replace(context, grad_off=not grad))
             return
         if isinstance(node, ast.AugAssign):
             self._aug_assign(node, context)
@@ -358,7 +368,8 @@ class _Walker:
         forward = context.in_forward or (
             node.name in FORWARD_METHODS and isinstance(owner, ast.ClassDef)
         )
-        self.statements(node.body, _Context(node, in_forward=forward))
+        grad_off = decorated_without_grad(node, self.facts.imports)
+        self.statements(node.body, _Context(node, in_forward=forward, grad_off=grad_off))
 
     def _iterates_batches(self, iterable: ast.expr) -> bool:
         source = "\n".join(self.lines[iterable.lineno - 1 : end_line(iterable)])
@@ -369,7 +380,7 @@ class _Walker:
         if _self_attribute(node.target) and context.function is not None:
             self.facts.meter_class = True
         if isinstance(node.op, ast.Add):
-            self._accumulation(node.target, node.value, context)
+            self._accumulation(node.target, node.value, context, stores=False)
 
     def _assign(self, node: ast.Assign, context: _Context) -> None:
         indexed = any(isinstance(target, ast.Subscript) for target in node.targets)
@@ -388,7 +399,8 @@ class _Walker:
         if key in _operand_keys(value) or key in entries:
             left_entries = _entry_keys(target, value, value.left)
             reads_left = target_key(value.left) == key or key in left_entries
-            self._accumulation(target, value.right if reads_left else value.left, context)
+            operand = value.right if reads_left else value.left
+            self._accumulation(target, operand, context, stores=False)
 
     def _call_statement(self, call: ast.Call, context: _Context) -> None:
         func = call.func
@@ -401,13 +413,17 @@ class _Walker:
             return
         if func.attr == "append":
             operand = call.args[0] if call.args else None
-            self._accumulation(_through_setdefault(func.value), operand, context)
+            self._accumulation(_through_setdefault(func.value), operand, context, stores=True)
         else:
             self.facts.meter_call = True
 
     def _accumulation(
-        self, accumulator: ast.expr, operand: ast.expr | None, context: _Context
+        self, accumulator: ast.expr, operand: ast.expr | None, context: _Context, stores: bool
     ) -> None:
+        """`stores`: the container keeps the operand itself (`append`), as opposed to adding
+        it, which records no graph with grad mode off (`gf001._judge`)."""
+        if context.grad_off and not stores:
+            return
         key = target_key(container_of(accumulator))
         if key is None or (operand is not None and not self._may_be_loss(operand, context)):
             return

@@ -520,7 +520,7 @@ class _InplaceScreen:
     # -- scopes ---------------------------------------------------------------------------
     def _scope_may_break(self, scan: _Scan) -> bool:
         scope = scan.scope
-        grad_off = isinstance(scope, _FUNCTIONS) and self._grad_disabled(scope)
+        grad_off = isinstance(scope, _FUNCTIONS) and decorated_without_grad(scope, self.imports)
         writes = [] if grad_off else list(self._writes(scan))
         if writes:
             flow = self._flow(scan)
@@ -569,13 +569,6 @@ class _InplaceScreen:
             ops = any(self._saves(node) for node in ast.walk(target))
             return None if ops else set()
         return flow.reach(keys)
-
-    def _grad_disabled(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        for decorator in function.decorator_list:
-            callee = decorator.func if isinstance(decorator, ast.Call) else decorator
-            if disables_grad(qualified_name(callee, self.imports)):
-                return True
-        return False
 
     # -- writes -----------------------------------------------------------------------------
     def _writes(self, scan: _Scan) -> Iterator[tuple[ast.AST, ast.expr]]:
@@ -1381,6 +1374,16 @@ def called_name(call: ast.Call) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
     return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def decorated_without_grad(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, imports: dict[str, str]
+) -> bool:
+    """`@torch.no_grad()`, `@torch.inference_mode()` (`grad_disabled_by_decorator`)."""
+    return any(
+        disables_grad(qualified_name(d.func if isinstance(d, ast.Call) else d, imports))
+        for d in function.decorator_list
+    )
 
 
 def grad_inside(statement: ast.With | ast.AsyncWith, grad: bool, imports: dict[str, str]) -> bool:

@@ -39,11 +39,11 @@ from codemods.analysis.torch_api import (
     GRAPH_LEAVING_METHODS,
     SCHEDULER_NAME,
     STEPPER_NAME,
-    disables_grad,
 )
 from codemods.screen_inplace import (
     ast_fields,
     called_name,
+    decorated_without_grad,
     end_line,
     grad_inside,
     qualified_name,
@@ -750,7 +750,7 @@ class LoopScreens:
                 *(a for a in (arguments.vararg, arguments.kwarg) if a is not None),
             ]:
                 _bind(facts, argument.arg, _Binding(scope, "parameter"))
-        grad = not (isinstance(scope, _FUNCTIONS) and self._disables_grad(scope.decorator_list))
+        grad = not (isinstance(scope, _FUNCTIONS) and decorated_without_grad(scope, self.imports))
         self._visit(scope.body, facts, [], owner, grad=grad)
 
     def _visit(
@@ -834,13 +834,6 @@ class LoopScreens:
             elif kind is ast.Lambda:
                 for argument in node.args.args:  # type: ignore[attr-defined]
                     _bind(facts, argument.arg, _Binding(statement, "unknown"))
-
-    def _disables_grad(self, decorators: list[ast.expr]) -> bool:
-        """`@torch.no_grad()`, `@torch.inference_mode()` (`grad_disabled_by_decorator`)."""
-        return any(
-            disables_grad(qualified_name(d.func if isinstance(d, ast.Call) else d, self.imports))
-            for d in decorators
-        )
 
     def _bind_statement(self, statement: ast.stmt, facts: _ScopeFacts) -> None:
         """The bindings of a statement; what it stores into a container (`xs.append(v)`,

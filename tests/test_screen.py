@@ -174,6 +174,33 @@ def test_gf001_follows_a_total_the_function_returns(added: str, wanted: bool) ->
     assert ("GF001" in _wanted(source)) is wanted
 
 
+EVALUATION = """\
+import torch
+import torch.nn as nn
+
+model = nn.Linear(4, 1)
+total, kept = 0, []
+with torch.no_grad():
+    for x, y in loader:
+        loss = nn.functional.mse_loss(model(x), y)
+        ACCUMULATED
+"""
+
+
+@pytest.mark.parametrize(
+    ("accumulated", "wanted"),
+    [
+        ("total += loss", False),  # an addition records no graph with grad mode off
+        ("total = total + loss", False),
+        ("kept.append(loss)", True),  # a list keeps the tensor itself: the rule decides
+    ],
+)
+def test_gf001_with_grad_mode_off(accumulated: str, wanted: bool) -> None:
+    assert ("GF001" in _wanted(EVALUATION.replace("ACCUMULATED", accumulated))) is wanted
+    decorated = EVALUATION.replace("with torch.no_grad():", "@torch.no_grad()\ndef evaluate():")
+    assert ("GF001" in _wanted(decorated.replace("ACCUMULATED", accumulated))) is wanted
+
+
 def test_an_entry_summed_through_get_is_an_accumulation() -> None:
     summed = TRAINING.replace("total += loss", "totals[k] = totals.get(k, 0.0) + loss")
     assert "GF001" in _wanted(summed)
