@@ -25,6 +25,7 @@ from codemods.analysis import saved_ops
 from codemods.analysis.provenance import FREE_ATTRIBUTES
 from codemods.analysis.torch_api import (
     GRAD_ENABLING,
+    GRAPH_KEEPING_METHODS,
     INPLACE_FLAG_POSITION,
     NON_WRITING_UNDERSCORE_METHODS,
     PARAMETERLESS_MODULES,
@@ -57,9 +58,10 @@ _PASSING_BUILTINS = frozenset(
 _DISPLAYS = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
 # What a plain name's assignment may give `provenance.module_constructor` (`_assigned_values`).
 _CONSTRUCTOR_PATHS = (ast.Call, ast.Name, ast.Attribute)
-# The table's ops that save a tensor under some requires-grad pattern, without call-shape
-# suffixes (`operator.mul[scalar]`): only these, modules built from them, and the file's own
-# functions (provenance follows them) can save what a write breaks.
+# The table's ops, without call-shape suffixes (`operator.mul[scalar]`).
+_OP_KEYS = frozenset(key.split("[")[0] for key in saved_ops.op_keys())
+# Those that save a tensor under some requires-grad pattern: only these, modules built from
+# them, and the file's own functions (provenance follows them) can save what a write breaks.
 _SAVING_KEYS = frozenset(
     key.split("[")[0] for key in saved_ops.op_keys() if saved_ops.saves_anything(key)
 )
@@ -211,6 +213,7 @@ class _Survey:
         # Statements whose own expressions (a lambda's included) hold a `:=` or comprehension.
         self.inner_binders: set[ast.stmt] = set()
         self.calls: list[ast.Call] = []
+        self.function_scans: dict[str, list[_Scan]] = {}  # a def's name -> its scans
         self.imported: set[str] = set()  # names an import binds, in any scope
         self.assigned: set[str] = set()  # names anything else binds, in any scope
         self.root = self._scope(module, None, [])
@@ -274,7 +277,10 @@ class _Survey:
                     lambda_of = (*enclosing, statement)
                 if kind is not ast.Lambda:
                     assigned.add(node.name)  # type: ignore[attr-defined]
-                scan.inner.append(self._scope(node, scan, inner_functions, lambda_of))  # type: ignore[arg-type]
+                inner = self._scope(node, scan, inner_functions, lambda_of)  # type: ignore[arg-type]
+                scan.inner.append(inner)
+                if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                    self.function_scans.setdefault(node.name, []).append(inner)  # type: ignore[attr-defined]
                 header = [
                     (child, statement, outer_loop, off)
                     for field in ast_fields(kind)
@@ -375,6 +381,7 @@ class _InplaceScreen:
         self.inplace_layers = bool(_INPLACE_LAYER_TEXT.search(text))
         self.survey = survey = _Survey(module, imports)
         self.function_names = set(survey.reads)
+        self._computing: dict[str, bool] = {}  # `_computes`, once per name
         self.class_names = survey.class_names
         module_names = {
             name.id
@@ -712,17 +719,99 @@ class _InplaceScreen:
             # `provenance._torch_call`: `nn.Linear(...)` builds a module, it does not run one.
             return qualified in keys and not qualified.rsplit(".", 1)[-1][:1].isupper()
         if isinstance(func, ast.Name):
-            return func.id in self.function_names or func.id in modules
+            return self._computes(func.id) or func.id in modules
         if isinstance(func, ast.Attribute):
             return (
                 f"Tensor.{func.attr}" in keys
-                or func.attr in self.function_names
+                or self._computes(func.attr)
                 or func.attr in modules
                 or func.attr == "forward"
             )
         if isinstance(func, ast.Subscript):
             return _identifier(func.value) in modules
         return True  # `self.get_embeddings()(ids)`: provenance may find the module
+
+    def _computes(self, name: str) -> bool:
+        """Whether a call of the file's function or method `name` may give what an op
+        computed (provenance follows it to what it returns): not when every `return` of every
+        function so named gives a constant, a class or module being built, or another
+        package's result, which no op of the table saves."""
+        known = self._computing.get(name)
+        if known is None:
+            self._computing[name] = False  # a recursion adds nothing
+            known = self._computing[name] = any(
+                self._returns_computed(scan) for scan in self.survey.function_scans.get(name, ())
+            )
+        return known
+
+    def _returns_computed(self, scan: _Scan) -> bool:
+        function = scan.scope
+        assert isinstance(function, _FUNCTIONS)
+        parameters = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
+        values: dict[str, list[ast.expr] | None] = {}  # a name -> what plain `=` binds it to
+        for node in scan.nodes:
+            if type(node) in (ast.Yield, ast.YieldFrom):
+                return True
+            if type(node) is ast.AugAssign:  # `h += r`: an operator's result (`_augmented`)
+                values.update((n.id, None) for n in ast.walk(node.target) if type(n) is ast.Name)  # type: ignore[attr-defined]
+            for targets, value in _bindings(node):
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name) and type(name.ctx) is ast.Store:
+                            plain = type(node) in (ast.Assign, ast.AnnAssign) and target is name
+                            known = values.get(name.id, [])
+                            values[name.id] = (
+                                [*known, value] if plain and known is not None else None
+                            )
+        returns = [node.value for node in scan.nodes if type(node) is ast.Return and node.value]  # type: ignore[attr-defined]
+        return any(self._may_compute(value, parameters, values, set()) for value in returns)
+
+    def _may_compute(
+        self,
+        value: ast.expr,
+        parameters: set[str],
+        values: dict[str, list[ast.expr] | None],
+        seen: set[str],
+    ) -> bool:
+        """Whether `value`, returned by a function, may be what an op computed."""
+        kind = type(value)
+        if kind is ast.Constant or kind is ast.JoinedStr or kind is ast.Lambda:
+            return False
+        if kind is ast.Name:
+            name = value.id  # type: ignore[attr-defined]
+            if name in seen:
+                return False
+            bound = values.get(name)
+            if name in parameters or bound is None:
+                return True  # a parameter, or bound otherwise than by `=` (or not here)
+            return any(self._may_compute(v, parameters, values, seen | {name}) for v in bound)
+        if kind in (ast.Tuple, ast.List, ast.Set):
+            return any(self._may_compute(v, parameters, values, seen) for v in value.elts)  # type: ignore[attr-defined]
+        if kind is ast.IfExp:
+            return self._may_compute(value.body, parameters, values, seen) or self._may_compute(  # type: ignore[attr-defined]
+                value.orelse,
+                parameters,
+                values,
+                seen,  # type: ignore[attr-defined]
+            )
+        if kind is not ast.Call:
+            return True
+        func = value.func  # type: ignore[attr-defined]
+        qualified = qualified_name(func, self.imports)
+        if qualified is not None and qualified.startswith("torch."):
+            return not qualified.rsplit(".", 1)[-1][:1].isupper()  # a module is built
+        if isinstance(func, ast.Name):
+            # A class of the file is built; another package's function is followed nowhere.
+            return func.id not in self.class_names and func.id not in self.survey.imported_only
+        root = func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        tensor_method = isinstance(func, ast.Attribute) and (
+            f"Tensor.{func.attr}" in _OP_KEYS or func.attr in GRAPH_KEEPING_METHODS
+        )
+        return tensor_method or not (
+            isinstance(root, ast.Name) and root.id in self.survey.imported_only
+        )
 
     def _builds_saving_module(self, call: ast.Call) -> bool | None:
         """Whether the call builds a module whose call may save; None when it does not build

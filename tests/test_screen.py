@@ -485,6 +485,13 @@ class Net(nn.Module):
         ("with torch.no_grad():\n    y = torch.sigmoid(x)\ny.mul_(2)", False),
         ("y = torch.sigmoid(x)\nwith torch.no_grad():\n    y.mul_(2)", True),
         ("z = model.weight * x\nwith torch.no_grad():\n    model.weight.add_(1)", True),
+        # The file's function saves what it computes from its arguments, not what it builds.
+        ("def build(n):\n    return nn.Linear(4, 4)\nh = x + 1\nnet = build(h)\nh.add_(1)", False),
+        ("def build(n):\n    return torch.log(n)\nh = x + 1\nnet = build(h)\nh.add_(1)", True),
+        (
+            "def build(n):\n    m = 0\n    m += n\n    return m\nh = x + 1\nb = build(h)\nh[0] = 1",
+            True,
+        ),
         # A module named like a tensor method may save its input.
         (SQUARE + "        y = self.exp(h)\n        h.add_(1)\n        return y", True),
         (SQUARE + "        y = h.sigmoid()\n        h.add_(1)\n        return y", False),
