@@ -355,6 +355,11 @@ def _reversed_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+def reversed_fields(kind: type) -> tuple[str, ...]:
+    """`ast_fields`, last first: a walk that pushes children on a stack pops them in order."""
+    return _REVERSED_FIELDS.get(kind) or _reversed_fields(kind)
+
+
 def _subclasses(base: type) -> frozenset[type]:
     found: set[type] = set()
     pending = [base]

@@ -47,6 +47,7 @@ from codemods.screen_inplace import (
     end_line,
     grad_inside,
     qualified_name,
+    reversed_fields,
 )
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -952,10 +953,12 @@ def _walk(roots: list, scopes: bool = True) -> Iterator[ast.AST]:
         kind = type(node)
         if not scopes and kind in _SCOPE_KINDS:
             continue
-        for name in reversed(ast_fields(kind)):
+        for name in reversed_fields(kind):
             value = getattr(node, name, None)
             if type(value) is list:
-                pending.extend(item for item in reversed(value) if isinstance(item, ast.AST))
+                for item in reversed(value):
+                    if isinstance(item, ast.AST):
+                        pending.append(item)
             elif isinstance(value, ast.AST):
                 pending.append(value)
 
