@@ -213,7 +213,8 @@ def _valid_finding(finding: Finding, select: frozenset[str], lines: list[str] | 
             continue
         if not _clean(edit.replacement):
             return False
-        if edit.cell != finding.cell:
+        # The edit is in the finding's cell; a notebook's file edit, in its JSON text.
+        if edit.cell != (finding.cell if edit is finding.edit else None):
             return False
         edit_start, edit_end = (
             (edit.start_line, edit.start_column),

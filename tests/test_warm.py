@@ -4,6 +4,7 @@ ignored."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -95,3 +96,50 @@ def test_files_changed_moments_ago_are_not_indexed(
     reads.clear()
     check(tasks)
     assert set(reads) == {task.path for task in tasks}  # from the content cache, after reading
+
+
+SOURCE = [
+    "import torch.nn as nn\n",
+    "model = nn.Linear(4, 1)\n",
+    "total = 0\n",
+    "for x, y in loader:\n",
+    "    loss = nn.functional.mse_loss(model(x), y)\n",
+    "    loss.backward()\n",
+    "    total += loss\n",
+]
+CELL = {
+    "cell_type": "code",
+    "execution_count": None,
+    "metadata": {},
+    "outputs": [],
+    "source": SOURCE,
+}
+KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
+# As Jupyter writes it, so that a fix can be located in the file's own JSON text.
+NOTEBOOK = json.dumps(
+    {"cells": [CELL], "metadata": {"kernelspec": KERNEL}, "nbformat": 4, "nbformat_minor": 5},
+    indent=1,
+)
+
+
+def test_a_notebook_with_a_fixable_finding_is_answered_warm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A notebook's finding carries its edit in cell coordinates and one in the file's JSON
+    # text, which has no cell: both must pass the entry's checks, or every rerun parses it.
+    monkeypatch.setattr(warm, "RACY_SECONDS", 0)
+    path = tmp_path / "train.ipynb"
+    path.write_text(NOTEBOOK + "\n")
+    tasks = [FileTask(path, frozenset({"GF001"}), ResultCache(tmp_path / CACHE_DIR, "test"))]
+    (cold,) = check(tasks)
+    assert [f.rule for f in cold.findings] == ["GF001"] and cold.findings[0].file_edit is not None
+    ran: list[FileTask] = []
+    run = engine.run
+    monkeypatch.setattr(
+        engine, "run", lambda missed, *a, **k: ran.extend(missed) or run(missed, *a, **k)
+    )
+    assert check(tasks) == [cold]
+    assert ran == []
+    path.touch()  # the content cache answers when the metadata changed
+    assert check(tasks) == [cold]
+    assert ran == []
