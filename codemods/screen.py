@@ -33,6 +33,7 @@ from codemods.rules.gf002_carried_tensor import CarriedTensor
 from codemods.rules.gf003_shared_graph_backward import SharedGraphBackward
 from codemods.rules.gf004_inplace_on_saved import InplaceOnSaved
 from codemods.screen_inplace import (
+    called_name,
     decorated_without_grad,
     end_line,
     grad_inside,
@@ -508,9 +509,7 @@ class _Walker:
         """For a call of the file's own function or method (`interpreter.call_value` follows
         it): whether what it returns (its `index`th part when it returns tuples) may be a loss
         or scalar; None when no function of the file has that name."""
-        func = call.func
-        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-        functions = self.functions.get(name or "")
+        functions = self.functions.get(called_name(call) or "")
         if not functions:
             return None
         for function in functions:

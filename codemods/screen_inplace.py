@@ -77,18 +77,25 @@ _INPUT_SAVING_KEYS = frozenset(
     for key in saved_ops.op_keys()
     if any(any(saving.inputs) for saving in saved_ops.op_saving(key).patterns.values())  # type: ignore[union-attr]
 )
-# The calls among them, whatever their call shape, with the first tensor input position some
-# requires-grad pattern saves (a method's receiver is position 0).
-_FIRST_SAVED_INPUT: dict[str, int] = {}
-for _key in sorted(_INPUT_SAVING_KEYS):
-    _first = min(
-        position
-        for saving in saved_ops.op_saving(_key).patterns.values()  # type: ignore[union-attr]
-        for position, saved in enumerate(saving.inputs)
-        if saved
-    )
-    _base = _key.split("[")[0]
-    _FIRST_SAVED_INPUT[_base] = min(_first, _FIRST_SAVED_INPUT.get(_base, _first))
+
+
+def _first_saved_inputs() -> dict[str, int]:
+    """The ops that save an input, whatever their call shape, with the first tensor input
+    position some requires-grad pattern saves (a method's receiver is position 0)."""
+    first: dict[str, int] = {}
+    for key in _INPUT_SAVING_KEYS:
+        position = min(
+            index
+            for saving in saved_ops.op_saving(key).patterns.values()  # type: ignore[union-attr]
+            for index, saved in enumerate(saving.inputs)
+            if saved
+        )
+        base = key.split("[")[0]
+        first[base] = min(position, first.get(base, position))
+    return first
+
+
+_FIRST_SAVED_INPUT = _first_saved_inputs()
 _CONTAINER_MODULES = frozenset(
     {"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"}
 )
@@ -793,12 +800,8 @@ class _InplaceScreen:
         if kind in (ast.Tuple, ast.List, ast.Set):
             return any(self._may_compute(v, parameters, values, seen) for v in value.elts)  # type: ignore[attr-defined]
         if kind is ast.IfExp:
-            return self._may_compute(value.body, parameters, values, seen) or self._may_compute(  # type: ignore[attr-defined]
-                value.orelse,
-                parameters,
-                values,
-                seen,  # type: ignore[attr-defined]
-            )
+            branches = (value.body, value.orelse)  # type: ignore[attr-defined]
+            return any(self._may_compute(v, parameters, values, seen) for v in branches)
         if kind is not ast.Call:
             return True
         func = value.func  # type: ignore[attr-defined]
@@ -1371,7 +1374,7 @@ def _bound_names(node: ast.stmt, known: dict[ast.stmt, set[str]]) -> set[str]:
             names.add(current.asname or current.name.split(".")[0])  # type: ignore[attr-defined]
         elif kind is ast.ExceptHandler and current.name:  # type: ignore[attr-defined]
             names.add(current.name)  # type: ignore[attr-defined]
-        for field in _REVERSED_FIELDS.get(kind) or _reversed_fields(kind):
+        for field in reversed_fields(kind):
             value = getattr(current, field, None)
             if type(value) is list:
                 stack.extend(child for child in value if isinstance(child, ast.AST))
