@@ -1,18 +1,20 @@
 """Time `gradfix check` against bare LibCST parsing and against Ruff, over the same files.
 
-    python bench/bench.py [PATH ...] [--jobs N] [--no-screen] [--warm]
+    python bench/bench.py [PATH ...] [--jobs N] [--warm]
 
 PATHs (files or directories; default: the installed torch package) are walked as gradfix walks
 them, and every tool gets the resulting list of files, with N processes (default: the CPU
 count), in one run:
 
-- `libcst.parse_module` on every file (a notebook's code cells joined, as gradfix parses them);
+- `ast.parse` and `libcst.parse_module` on every file (a notebook's code cells joined, as
+  gradfix parses them): bare parsing, by the parser gradfix analyses with and by the one it
+  writes fixes with;
 - `ruff check --select ALL --no-cache --isolated`, its output discarded (Ruff runs threads:
   `RAYON_NUM_THREADS=N`), when `ruff` is on PATH;
 - `gradfix check --no-cache --format json`, as a user runs it, cold;
-- with `--no-screen`, the same with `GRADFIX_NO_SCREEN=1` (every file that passes the text
-  pre-check is parsed by LibCST): what the `ast` screens save, and whether the findings are
-  the same without them (they must be);
+- how many files LibCST parsed in that check (counted by running the pipeline again, untimed,
+  in this process's pool), against how many files have a fixable finding: LibCST parses only
+  files with a fix to write;
 - with `--warm`, a run that fills the result cache in a temporary folder and a rerun answered
   from it.
 """
@@ -20,6 +22,7 @@ count), in one run:
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import importlib.util
 import json
@@ -40,21 +43,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import libcst
 
 from codemods import notebooks
+from codemods.pipeline import RunOptions, process_source
+from codemods.rules import RULES
 from codemods.walk import python_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 
+def _source(path: Path) -> bytes:
+    source = path.read_bytes()
+    if notebooks.is_notebook(path):
+        source = notebooks.read(source).code.encode()
+    return source
+
+
 def _parse(path: Path) -> bool:
     try:
-        source = path.read_bytes()
-        if notebooks.is_notebook(path):
-            source = notebooks.read(source).code.encode()
-        libcst.parse_module(source)
+        libcst.parse_module(_source(path))
     except Exception:
         return False
     return True
+
+
+def _parse_ast(path: Path) -> bool:
+    try:
+        ast.parse(_source(path))
+    except Exception:
+        return False
+    return True
+
+
+def _parsed_by_libcst(path: Path) -> bool:
+    """Whether `gradfix check` has LibCST parse `path` (every rule, as the timed run)."""
+    try:
+        options = RunOptions(frozenset(RULES))
+        if notebooks.is_notebook(path):
+            return notebooks.process_notebook(path.read_bytes(), options).libcst_parsed
+        return process_source(path.read_bytes(), options).libcst_parsed
+    except Exception:
+        return False
 
 
 def measure(run: Callable[[], T]) -> tuple[float, T]:
@@ -64,13 +92,13 @@ def measure(run: Callable[[], T]) -> tuple[float, T]:
     return time.perf_counter() - start, result
 
 
-def parse_all(files: list[Path], jobs: int) -> int:
-    """Parse every file; how many failed to parse."""
+def parse_all(files: list[Path], jobs: int, parse: Callable[[Path], bool] = _parse) -> int:
+    """`parse` every file; how many times it said False (failed to parse)."""
     if jobs <= 1:
-        return [_parse(path) for path in files].count(False)
+        return [parse(path) for path in files].count(False)
     chunk = max(1, min(32, math.ceil(len(files) / (jobs * 4))))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(_parse, files, chunksize=chunk)).count(False)
+        return list(pool.map(parse, files, chunksize=chunk)).count(False)
 
 
 def run_ruff(ruff: str, files: list[Path], jobs: int) -> None:
@@ -79,18 +107,11 @@ def run_ruff(ruff: str, files: list[Path], jobs: int) -> None:
     subprocess.run([*command, *map(str, files)], capture_output=True, env=environment)
 
 
-def run_gradfix(
-    files: list[Path], jobs: int, *, cache: bool = False, screen: bool = True, cwd: Path
-) -> list[dict]:
+def run_gradfix(files: list[Path], jobs: int, *, cache: bool = False, cwd: Path) -> list[dict]:
     """`gradfix check` with every rule: its JSON records."""
     command = [sys.executable, str(REPO_ROOT / "cli.py"), "check", "--format", "json"]
     command += ["-j", str(jobs), *([] if cache else ["--no-cache"])]
-    environment = dict(os.environ)
-    if not screen:
-        environment["GRADFIX_NO_SCREEN"] = "1"
-    run = subprocess.run(
-        [*command, *map(str, files)], capture_output=True, env=environment, cwd=cwd
-    )
+    run = subprocess.run([*command, *map(str, files)], capture_output=True, cwd=cwd)
     if run.returncode not in (0, 1, 2):
         sys.exit(f"gradfix failed ({run.returncode}):\n{run.stderr.decode()}")
     return json.loads(run.stdout)
@@ -115,7 +136,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="default: the torch package")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--no-screen", action="store_true", help="also time without screens")
     parser.add_argument("--warm", action="store_true", help="also time a warm-cache rerun")
     args = parser.parse_args()
     paths = [path.resolve() for path in args.paths or [_default_root()]]
@@ -127,6 +147,7 @@ def main() -> None:
     rows: list[tuple[str, float]] = []
     seconds, unparsable = measure(lambda: parse_all(files, args.jobs))
     rows.append(("libcst.parse_module", seconds))
+    rows.append(("ast.parse", measure(lambda: parse_all(files, args.jobs, _parse_ast))[0]))
     ruff = shutil.which("ruff")
     if ruff is not None:
         rows.append(
@@ -136,16 +157,13 @@ def main() -> None:
         run = functools.partial(run_gradfix, files, args.jobs, cwd=Path(directory))
         seconds, records = measure(run)
         rows.append(("gradfix check --no-cache", seconds))
-        if args.no_screen:
-            seconds, unscreened = measure(lambda: run(screen=False))
-            rows.append(("  without the ast screens", seconds))
         if args.warm:
             rows.append(("  filling the cache", measure(lambda: run(cache=True))[0]))
             rows.append(("  warm cache", measure(lambda: run(cache=True))[0]))
 
     print(f"{'':28}{'seconds':>9}{'files/s':>9}{'x libcst':>10}{'x ruff':>8}")
     for label, seconds in rows:
-        versus_ruff = f"{seconds / rows[1][1]:8.2f}" if ruff is not None else f"{'-':>8}"
+        versus_ruff = f"{seconds / rows[2][1]:8.2f}" if ruff is not None else f"{'-':>8}"
         print(
             f"{label:28}{seconds:9.2f}{len(files) / seconds:9.0f}"
             f"{seconds / rows[0][1]:10.2f}{versus_ruff}"
@@ -156,9 +174,9 @@ def main() -> None:
     print(f"files reported as errors: {len(errors)}, of which crashed the analysis: {len(crashed)}")
     for record in crashed:
         print(f"  {record['path']}: {record['message']}")
-    if args.no_screen:
-        same = _findings(records) == _findings(unscreened)
-        print(f"findings without the screens: {len(_findings(unscreened))}, identical: {same}")
+    fixable = {r["path"] for r in records if r["rule"] is not None and r.get("fix")}
+    libcst_parses = len(files) - parse_all(files, args.jobs, _parsed_by_libcst)
+    print(f"files LibCST parsed: {libcst_parses}; files with a fixable finding: {len(fixable)}")
 
 
 if __name__ == "__main__":

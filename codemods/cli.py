@@ -7,8 +7,11 @@ run quietly with exit status 130.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
+from typing import NoReturn
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a run stopped by Ctrl-C
 
@@ -23,7 +26,19 @@ def main() -> None:
             raise
         # The user asked to stop: a second Ctrl-C during clean-up must not print a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sys.exit(EXIT_INTERRUPTED)
+        _exit_at_once(EXIT_INTERRUPTED)
+
+
+def _exit_at_once(status: int) -> NoReturn:
+    """End the process without the interpreter's shutdown. That shutdown joins the worker
+    pool's threads and runs its exit handlers, which, racing the workers' own end on a loaded
+    machine, print "Exception ignored" tracebacks about closed pipes. A stopped run has nothing
+    left to finish: a file being written over is written before Ctrl-C takes effect
+    (`workers.uninterruptible`), and the workers end with their parent."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def _interrupted(error: BaseException) -> bool:

@@ -1,10 +1,10 @@
-"""Two costs LibCST pays for uses gradfix does not have, removed where gradfix parses and
-analyses a file (both measured on transformers and diffusers, `bench/bench.py`).
+"""Two costs LibCST pays for uses gradfix does not have, removed where gradfix parses a
+statement or a file to write a fix (`codemods/rewrite.py`).
 
 - **Hashing nodes.** Nodes are equal only when identical, and LibCST hashes them by `id(self)`
-  in a Python method, which the analysis calls millions of times per model library (a tenth of
-  its time). `object.__hash__` is the same identity hash, computed in C: `hash_nodes_in_c`
-  gives it to every node class, once, when this module is imported.
+  in a Python method, which the writer's node maps call for every node they hold.
+  `object.__hash__` is the same identity hash, computed in C: `hash_nodes_in_c` gives it to
+  every node class, once, when this module is imported.
 - **Validating parsed trees.** Every node LibCST builds runs `CSTNode.__post_init__`, which
   calls the node's `_validate`: checks written for trees built by hand (a `Name` that is an
   identifier, whitespace that is whitespace). A tree its parser built from source that CPython
@@ -32,13 +32,6 @@ def _node_classes() -> frozenset[type]:
 
 # Every LibCST node class, abstract ones included (all are defined when libcst is imported).
 NODE_CLASSES = _node_classes()
-
-
-def node_classes(*kinds: type) -> frozenset[type]:
-    """The node classes whose instances `isinstance(node, kinds)` accepts, for a test by
-    `type(node) in ...`: `isinstance` with a LibCST class goes through the ABC metaclass's
-    Python-level check whenever the node is not of that very class, a set lookup does not."""
-    return frozenset(kind for kind in NODE_CLASSES if issubclass(kind, kinds))
 
 
 def hash_nodes_in_c() -> None:

@@ -6,9 +6,10 @@
 
 Each class is a thin adapter named after its rule's code, so that Fixit prints `GF001` and
 `# lint-ignore: GF001` / `# lint-fixme: GF001` silence it. It runs the gradfix rule itself
-(no second implementation) on the very tree Fixit parsed, so the rule's nodes are Fixit's
-nodes, and reports what `gradfix check` reports; safe findings carry the fix `gradfix fix`
-applies, unsafe and report-only ones carry none (as without `--unsafe-fixes`).
+(no second implementation): the shared analysis reads the `ast` tree of the module's code,
+and each finding and fix is located on the very tree Fixit parsed by its source range
+(`codemods.rewrite.CstFile`), so it reports what `gradfix check` reports; safe findings carry
+the fix `gradfix fix` applies, unsafe and report-only ones carry none (as without `--unsafe-fixes`).
 
 What the adapters enabled for one file share: one `FileAnalysis`, the same cheap text
 pre-checks as `gradfix` (`GRAPH_EVIDENCE`, each rule's `may_apply`), and the choice of which
@@ -29,6 +30,7 @@ gradfix's own settings (`[tool.gradfix]`) do not apply here: Fixit's `enable`/`d
 
 from __future__ import annotations
 
+import ast
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,7 +42,8 @@ from libcst.metadata import CodeRange, ParentNodeProvider, PositionProvider
 
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Tier
-from codemods.pipeline import ReplaceNodes, overlaps
+from codemods.pipeline import overlaps
+from codemods.rewrite import CstFile, ReplaceNodes, cst_replacements
 from codemods.rules import RULES, RuleFinding
 from codemods.suppressions import is_suppressed
 
@@ -52,6 +55,8 @@ _Base = LintRule if TYPE_CHECKING else object
 @dataclass
 class _Planned:
     finding: RuleFinding
+    node: cst.CSTNode  # the finding's node in Fixit's tree
+    replacements: dict[cst.CSTNode, cst.CSTNode]  # its fix, on Fixit's tree
     fixed: bool  # `gradfix fix` applies it: safe, and not overlapping an earlier fix
 
 
@@ -113,25 +118,24 @@ class GradfixAdapter(_Base):
         return False if self._reporting else super().ignore_lint(node)
 
     def _report(self, run: _FileRun, planned: _Planned) -> None:
-        finding = planned.finding
-        position = self.get_metadata(PositionProvider, finding.node)
-        node: cst.CSTNode = finding.node
+        node: cst.CSTNode = planned.node
+        position = self.get_metadata(PositionProvider, node)
         replacement = None
         if planned.fixed:
-            node = self._fixed_node(finding)
+            node = self._fixed_node(planned)
             replacement = node.visit(ReplaceNodes(run.applied))
         self._reporting = True
         try:
-            self.report(node, finding.message, position=position, replacement=replacement)
+            self.report(node, planned.finding.message, position=position, replacement=replacement)
         finally:
             self._reporting = False
 
-    def _fixed_node(self, finding: RuleFinding) -> cst.CSTNode:
+    def _fixed_node(self, planned: _Planned) -> cst.CSTNode:
         """The node to replace: the finding's own when it holds every edit, otherwise the
         smallest node that does."""
-        chains = [self._ancestors(node) for node in finding.replacements]
-        if all(finding.node in chain for chain in chains):
-            return finding.node
+        chains = [self._ancestors(node) for node in planned.replacements]
+        if all(planned.node in chain for chain in chains):
+            return planned.node
         common = set(chains[0]).intersection(*chains[1:])
         return next(node for node in chains[0] if node in common)
 
@@ -155,25 +159,30 @@ def _plan(run: _FileRun, positions: Mapping[cst.CSTNode, CodeRange]) -> dict[str
     rules = [rule for rule in rules if rule.may_apply(text)]
     if not rules:
         return {}
-    analysis = FileAnalysis(run.module)
-    lines = text.splitlines()
+    analysis = FileAnalysis(ast.parse(text), text)
+    cst_file = CstFile(run.module, positions)
     planned: dict[str, list[_Planned]] = {}
+    applied: list[RuleFinding] = []
     for rule in rules:
         adapter = run.adapters[rule.code]
         for finding in rule.check(analysis):
-            where = positions[finding.node]
-            if is_suppressed(lines, where.start.line, where.end.line, rule.code):
+            where = analysis.positions[finding.node]
+            if is_suppressed(analysis.lines, where.start.line, where.end.line, rule.code):
                 continue
-            if adapter.ignore_lint(finding.node):  # `# lint-ignore` / `# lint-fixme`
+            node = cst_file.twin(finding.node, where)
+            if adapter.ignore_lint(node):  # `# lint-ignore` / `# lint-fixme`
                 continue
             fixed = (
                 finding.tier is Tier.SAFE
                 and bool(finding.replacements)
-                and not overlaps(finding.replacements, run.applied, positions)
+                and not overlaps(finding, applied, analysis)
             )
+            replacements: dict[cst.CSTNode, cst.CSTNode] = {}
             if fixed:
-                run.applied.update(finding.replacements)
-            planned.setdefault(rule.code, []).append(_Planned(finding, fixed))
+                replacements = cst_replacements(cst_file, finding.replacements, analysis.positions)
+                run.applied.update(replacements)
+                applied.append(finding)
+            planned.setdefault(rule.code, []).append(_Planned(finding, node, replacements, fixed))
     return planned
 
 

@@ -511,14 +511,26 @@ def _read_with_nbformat(text: str) -> Notebook:
 
 def _language(metadata: Any) -> str:
     """The notebook's language: what its kernel reported (`language_info.name`), else what
-    its kernelspec declares, else Python. Tools write either table as null or leave keys
-    out (`"kernelspec": null`; a Julia notebook never run has a kernelspec only)."""
+    its kernelspec declares, else what its kernelspec's name says (`python3`, a conda
+    environment's `conda-env-torch-py`: Python; `julia-1.10`, `ir`: not), else Python. Tools
+    write either table as null or leave keys out (`"kernelspec": null`; a Julia notebook never
+    run has a kernelspec only, sometimes with no `language`)."""
+    tables = metadata if isinstance(metadata, dict) else {}
     for table, key in (("language_info", "name"), ("kernelspec", "language")):
-        section = metadata.get(table) if isinstance(metadata, dict) else None
+        section = tables.get(table)
         value = section.get(key) if isinstance(section, dict) else None
         if isinstance(value, str) and value.strip():
             return value
+    kernelspec = tables.get("kernelspec")
+    name = kernelspec.get("name") if isinstance(kernelspec, dict) else None
+    if isinstance(name, str) and name.strip() and not _PYTHON_KERNEL.search(name.strip()):
+        return name
     return "python"
+
+
+# Kernel names of Python kernels: ipykernel's `python3`, and the names environment managers
+# give them (`pytorch`, `py39`, nb_conda_kernels' `conda-env-NAME-py`).
+_PYTHON_KERNEL = re.compile(r"^(i?python|py)|[-_.]py\d*$", re.IGNORECASE)
 
 
 def _stored(stored: str | list[str], source: str) -> str | list[str]:

@@ -1,28 +1,29 @@
 """One file's bytes in, findings and (in fix mode) new bytes out.
 
 The flow for one file: a text pre-check for any evidence of an autograd graph, then each
-selected rule's own cheap text pre-check; parse once; build the shared
-analysis once; run the rules; drop suppressed findings; locate the rest; apply the allowed
-fixes with one LibCST transformer; re-parse the result before handing it back.
+selected rule's own cheap text pre-check; one parse with Python's `ast`, which CPython's
+compiler also checks; the shared analysis, built once on that tree; the rules; suppressed
+findings dropped; and only when a finding has a fix, LibCST (`codemods.rewrite`) to write it:
+the fixes to apply in one transformer, the result re-parsed before it is handed back.
 """
 
 from __future__ import annotations
 
 import ast
 import gc
+import io
 import sys
+import tokenize
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import libcst as cst
-from libcst.metadata import CodeRange
-
-from codemods import cst_speedups, screen
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.findings import Edit, Finding, Tier
+from codemods.rewrite import SourceEditor
 from codemods.rules import RULES, Rule, RuleFinding
+from codemods.rules.base import Rewrite
 from codemods.suppressions import is_suppressed
 
 
@@ -40,10 +41,11 @@ class SourceResult:
     new_source: bytes | None = None  # the rewritten file, when fix=True changed something
     error: str | None = None  # "LINE:COL: parse error: ..." when the file does not parse
     parsed: bool = False  # False when no rule's text pre-check matched
+    libcst_parsed: bool = False  # True when a fix to write made LibCST parse the file
 
 
-# LibCST and the analysis recurse once per nesting level (an `elif` chain, a chain of
-# rebindings); generated files nest hundreds deep. Python frames cost no C stack since 3.11.
+# The analysis recurses once per nesting level (an `elif` chain, a chain of rebindings), and
+# so does LibCST; generated files nest hundreds deep. Python frames cost no C stack since 3.11.
 RECURSION_LIMIT = 20_000
 
 # Fix rounds after the first: a fix skipped because it overlapped another is tried again on
@@ -53,10 +55,10 @@ MAX_EXTRA_ROUNDS = 3
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while one file is parsed and analysed: its trees,
-    indexes and values are hundreds of thousands of small objects that the collector would
-    traverse again and again, though reference counting frees them (about 8% of the time on
-    model code). It runs again between files, and collects whatever cycles the analysis left."""
+    """Python's cyclic garbage collector off while one file is parsed and analysed: its tree,
+    index and values are hundreds of thousands of small objects that the collector would
+    traverse again and again, though reference counting frees them. It runs again between
+    files, and collects whatever cycles the analysis left."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -78,7 +80,8 @@ def _process_source(
 ) -> SourceResult:
     """`notebook`: the joined code cells of a notebook, each compile-checked on its own already
     (IPython compiles cell by cell: `await` at the top level, `from __future__` in a later
-    cell), so the joined code is not. `round_`: how many fix rounds ran before this one."""
+    cell), so the joined code is only parsed. `round_`: how many fix rounds ran before this
+    one."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     text = source.decode("utf-8", errors="replace")
     rules = [RULES[code] for code in sorted(options.select) if code in RULES]
@@ -86,33 +89,45 @@ def _process_source(
         rules = [rule for rule in rules if rule.may_apply(text)]
     else:
         rules = []  # nothing here can be proven graph-attached
-    tree: ast.Module | None = None
-    if notebook:
-        error = None
-    elif rules and screen.ENABLED:
-        tree, error = checked_tree(source)  # the screens read the tree
-    else:
-        error = syntax_error(source)
-    if error is not None or not rules:
-        return SourceResult(error=error)  # a file Python refuses is never rewritten
-    rules = screen.rules_wanted(source, text, rules, tree)
-    del tree  # not needed past the screens: freed before LibCST builds its own tree
     if not rules:
-        return SourceResult()
+        return SourceResult(error=None if notebook else syntax_error(source))
+    tree, error = parsed_tree(source) if notebook else checked_tree(source)
+    if error is not None or tree is None:
+        # A file Python refuses is never rewritten; one in syntax newer than the running
+        # Python's, which only LibCST reads, is not analysed.
+        return SourceResult(error=error)
+    analysis = FileAnalysis(tree, source_text(source))
+    del tree
     try:
-        module = cst_speedups.parse_module(source)
-    except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError) as error:
-        return SourceResult(error=_parse_error_text(source, error), parsed=True)
-
-    analysis = FileAnalysis(module)
-    try:
-        return _report(module, source, analysis, rules, options, notebook, round_)
+        return _report(source, analysis, rules, options, notebook, round_)
     finally:
         analysis.release()
 
 
+def source_text(source: bytes) -> str:
+    """The file's text as Python decodes it (its encoding declaration or BOM honoured), with
+    the line endings it has: what the analysis's positions and quoted code are counted in."""
+    try:
+        text = source.decode(_encoding(source))
+    except (LookupError, UnicodeDecodeError):
+        text = source.decode("utf-8", errors="replace")
+    return text.removeprefix("\ufeff")
+
+
+def _encoding(source: bytes) -> str:
+    """The file's encoding as Python reads it: `utf-8-sig` when it starts with a BOM."""
+    try:
+        return tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+    except SyntaxError:
+        return "utf-8"
+
+
+def _encoded_as(source: bytes, text: str) -> bytes:
+    """`text` in `source`'s encoding, with its BOM when it had one."""
+    return text.encode(_encoding(source))
+
+
 def _report(
-    module: cst.Module,
     source: bytes,
     analysis: FileAnalysis,
     rules: list[Rule],
@@ -126,31 +141,51 @@ def _report(
         return SourceResult(parsed=True)
 
     positions = analysis.positions
-    lines = module.code.splitlines()
+    lines = analysis.lines
     result = SourceResult(parsed=True)
-    to_apply: dict[cst.CSTNode, cst.CSTNode] = {}
-    overlapped = False
+    kept = []
     for code, rule_finding in found:
         where = positions[rule_finding.node]
-        if is_suppressed(lines, where.start.line, where.end.line, code):
-            continue
-        finding = _finding(module, code, rule_finding, where, positions)
+        if not is_suppressed(lines, where.start.line, where.end.line, code):
+            kept.append((code, rule_finding))
+    editor = SourceEditor(analysis) if any(_has_fix(f) for _, f in kept) else None
+    to_apply: dict[ast.AST, Rewrite] = {}
+    applied: list[RuleFinding] = []
+    overlapped = False
+    for code, rule_finding in kept:
+        where = positions[rule_finding.node]
+        edit: Edit | None = None
+        if editor is not None and _has_fix(rule_finding):
+            spans = [where, *(positions[node] for node in rule_finding.replacements)]
+            edit = editor.edit(rule_finding.replacements, spans)
+        finding = Finding(
+            rule=code,
+            line=where.start.line,
+            column=where.start.column + 1,
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            message=rule_finding.message,
+            tier=rule_finding.tier,
+            edit=edit,
+        )
         result.findings.append(finding)
-        wanted = options.fix and _allowed(finding.tier, options) and finding.edit is not None
-        if wanted and not overlaps(rule_finding.replacements, to_apply, positions):
+        wanted = options.fix and _allowed(finding.tier, options) and edit is not None
+        if wanted and not overlaps(rule_finding, applied, analysis):
             to_apply.update(rule_finding.replacements)
+            applied.append(rule_finding)
             result.fixed.append(finding)
         elif wanted:
             overlapped = True
     result.findings.sort(key=lambda f: (f.line, f.column, f.rule))
-    if to_apply:
-        new_source = module.visit(ReplaceNodes(to_apply)).bytes
+    if to_apply and editor is not None:
+        new_source = _encoded_as(source, editor.rewritten(to_apply))
         try:
-            cst.parse_module(new_source)
-        except cst.ParserSyntaxError as error:  # a bug in a rule: never hand it back
+            ast.parse(new_source)
+        except SyntaxError as error:  # a bug in a rule: never hand it back
             raise RuntimeError(f"gradfix produced code that does not parse: {error}") from error
         if new_source != source:
             result.new_source = new_source
+    result.libcst_parsed = editor is not None and editor.libcst_parsed
     if overlapped and result.new_source is not None and round_ < MAX_EXTRA_ROUNDS:
         again = process_source(result.new_source, options, notebook=notebook, round_=round_ + 1)
         if again.new_source is not None:
@@ -159,8 +194,38 @@ def _report(
     return result
 
 
+def _has_fix(rule_finding: RuleFinding) -> bool:
+    return bool(rule_finding.replacements) and rule_finding.tier is not Tier.REPORT
+
+
+def overlaps(new: RuleFinding, taken: list[RuleFinding], analysis: FileAnalysis) -> bool:
+    """Whether any node `new` replaces shares source text with one already being replaced."""
+    positions = analysis.positions
+    for node in new.replacements:
+        a = positions[node]
+        for finding in taken:
+            for other in finding.replacements:
+                b = positions[other]
+                if (a.start.line, a.start.column) < (b.end.line, b.end.column) and (
+                    b.start.line,
+                    b.start.column,
+                ) < (a.end.line, a.end.column):
+                    return True
+    return False
+
+
+def parsed_tree(source: bytes) -> tuple[ast.Module | None, str | None]:
+    """A notebook's joined cells as one `ast` tree: each cell compiled on its own already."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source), None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return None, f"1:1: parse error: {error}"
+
+
 def checked_tree(source: bytes) -> tuple[ast.Module | None, str | None]:
-    """The file's `ast` tree, for the screens, and `syntax_error`'s verdict, from one parse:
+    """The file's `ast` tree, for the analysis, and `syntax_error`'s verdict, from one parse:
     Python's compiler checks the tree its parser built, as compiling the source would, without
     parsing it a second time. A file it refuses gets `syntax_error`'s own words."""
     try:
@@ -202,123 +267,15 @@ def _newer_syntax(source: bytes, error: SyntaxError) -> bool:
     try:
         ast.parse(source)
     except SyntaxError:
+        import libcst  # only here: a file the running Python cannot parse
+
         try:
-            cst.parse_module(source)
+            libcst.parse_module(source)
         except Exception:  # any failure: not a file LibCST reads either
             return False
         return True
     return False  # it parses: the compiler refused it
 
 
-def _parse_error_text(source: bytes, error: Exception) -> str:
-    """`LINE:COL: parse error: what`, in Python's words when its parser agrees (they are
-    clearer than LibCST's), else in LibCST's."""
-    try:
-        ast.parse(source)
-    except SyntaxError as python_error:
-        line, column = python_error.lineno or 1, python_error.offset or 1
-        return f"{line}:{column}: parse error: {python_error.msg}"
-    except ValueError:
-        pass
-    if isinstance(error, cst.ParserSyntaxError):
-        return f"{error.raw_line}:{error.raw_column + 1}: parse error: {error.message}"
-    return f"1:1: parse error: {error}"
-
-
 def _allowed(tier: Tier, options: RunOptions) -> bool:
     return tier is Tier.SAFE or (tier is Tier.UNSAFE and options.unsafe_fixes)
-
-
-def _finding(
-    module: cst.Module,
-    code: str,
-    rule_finding: RuleFinding,
-    where: CodeRange,
-    positions: Mapping[cst.CSTNode, CodeRange],
-) -> Finding:
-    edit = None
-    if rule_finding.replacements and rule_finding.tier is not Tier.REPORT:
-        edit = _edit(module, rule_finding, where, positions)
-    return Finding(
-        rule=code,
-        line=where.start.line,
-        column=where.start.column + 1,
-        end_line=where.end.line,
-        end_column=where.end.column + 1,
-        message=rule_finding.message,
-        tier=rule_finding.tier,
-        edit=edit,
-    )
-
-
-def _edit(
-    module: cst.Module,
-    rule_finding: RuleFinding,
-    where: CodeRange,
-    positions: Mapping[cst.CSTNode, CodeRange],
-) -> Edit:
-    """The finding's fix as one text edit: over the reported node when the replacements are
-    inside it, else over the span from the first replaced or reported text to the last (a
-    `.clone()` where a tensor is bound, reported at the write lines below)."""
-    if _inside(rule_finding.node, rule_finding.replacements):
-        replaced = rule_finding.node.visit(ReplaceNodes(rule_finding.replacements))
-        text = module.code_for_node(replaced)
-        return Edit(
-            where.start.line, where.start.column + 1, where.end.line, where.end.column + 1, text
-        )
-    spans = [where, *(positions[node] for node in rule_finding.replacements)]
-    start = min((span.start.line, span.start.column) for span in spans)
-    end = max((span.end.line, span.end.column) for span in spans)
-    old = module.code
-    new = module.visit(ReplaceNodes(rule_finding.replacements)).code
-    first, last = _offset(old, start), _offset(old, end)
-    text = new[first : last + len(new) - len(old)]
-    return Edit(start[0], start[1] + 1, end[0], end[1] + 1, text)
-
-
-def _inside(node: cst.CSTNode, replaced: dict[cst.CSTNode, cst.CSTNode]) -> bool:
-    """Whether every replaced node is `node` or one of its descendants."""
-    found: set[cst.CSTNode] = set()
-
-    class Collect(cst.CSTVisitor):
-        def on_visit(self, visited: cst.CSTNode) -> bool:
-            if visited in replaced:
-                found.add(visited)
-            return True
-
-    node.visit(Collect())
-    return len(found) == len(replaced)
-
-
-def _offset(code: str, position: tuple[int, int]) -> int:
-    """The index in `code` of a (1-based line, 0-based column) position."""
-    line, column = position
-    return sum(len(text) for text in code.splitlines(keepends=True)[: line - 1]) + column
-
-
-def overlaps(
-    new: dict[cst.CSTNode, cst.CSTNode],
-    taken: dict[cst.CSTNode, cst.CSTNode],
-    positions: Mapping[cst.CSTNode, CodeRange],
-) -> bool:
-    """Whether any node `new` replaces shares source text with one already being replaced."""
-    for node in new:
-        a = positions[node]
-        for other in taken:
-            b = positions[other]
-            if (a.start.line, a.start.column) < (b.end.line, b.end.column) and (
-                b.start.line,
-                b.start.column,
-            ) < (a.end.line, a.end.column):
-                return True
-    return False
-
-
-class ReplaceNodes(cst.CSTTransformer):
-    """Swap nodes, found by identity, for their replacements."""
-
-    def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode]) -> None:
-        self.replacements = replacements
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        return self.replacements.get(original_node, updated_node)

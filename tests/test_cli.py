@@ -449,6 +449,7 @@ def test_ctrl_c_wrapped_by_class_creation_still_exits_130(monkeypatch: pytest.Mo
     # main() ignores a second Ctrl-C; this process's handler (inherited by the subprocesses
     # of later tests) must stay as it is.
     monkeypatch.setattr(entry.signal, "signal", lambda *args: None)
+    monkeypatch.setattr(entry, "_exit_at_once", sys.exit)  # not os._exit: pytest runs here
     with pytest.raises(SystemExit) as exit_info:
         entry.main()
     assert exit_info.value.code == entry.EXIT_INTERRUPTED

@@ -53,24 +53,3 @@ def test_nodes_hash_by_identity_in_c() -> None:
     first, second = cst.Name("x"), cst.Name("x")
     assert first.deep_equals(second)
     assert len({first: 1, second: 2}) == 2  # equal only when identical, as before
-
-
-@pytest.mark.parametrize(
-    "kinds",
-    [(cst.BaseCompoundStatement,), (cst.BaseString, cst.Comparison), (cst.Name,)],
-    ids=lambda kinds: "+".join(kind.__name__ for kind in kinds),
-)
-def test_node_classes_accept_what_isinstance_accepts(kinds: tuple[type, ...]) -> None:
-    accepted = cst_speedups.node_classes(*kinds)
-    for kind in cst_speedups.NODE_CLASSES:
-        assert (kind in accepted) == issubclass(kind, kinds)
-    module = cst.parse_module(Path(cst_speedups.__file__).read_bytes())
-    nodes: list[cst.CSTNode] = []
-
-    class Collect(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nodes.append(node)
-            return True
-
-    module.visit(Collect())
-    assert all((type(node) in accepted) == isinstance(node, kinds) for node in nodes)

@@ -8,11 +8,12 @@ rewritten file; Fixit's and gradfix's suppression comments both silence a findin
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import libcst as cst
@@ -21,13 +22,14 @@ from fixit.api import fixit_bytes
 from fixit.config import collect_rules
 from fixit.ftypes import Config, Invalid, LintViolation, QualifiedRule
 from fixit.testing import generate_lint_rule_test_cases
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import fixit_rules
+from codemods.analysis import FileAnalysis
 from codemods.findings import Tier
 from codemods.fixit_rules import ADAPTERS
 from codemods.pipeline import RunOptions, process_source
 from codemods.rules import RULES, Rule, RuleFinding
+from codemods.rules.base import Rewrite
 
 MODULE = "codemods.fixit_rules"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -271,9 +273,9 @@ def test_one_analysis_per_file(monkeypatch: pytest.MonkeyPatch) -> None:
     built = []
     real = fixit_rules.FileAnalysis
 
-    def counting(module):  # type: ignore[no-untyped-def]
-        built.append(module)
-        return real(module)
+    def counting(tree, source):  # type: ignore[no-untyped-def]
+        built.append(tree)
+        return real(tree, source)
 
     monkeypatch.setattr(fixit_rules, "FileAnalysis", counting)
     source = GF001_LOOP.format(above="", comment="").encode()
@@ -297,24 +299,14 @@ c.sum().backward()
 """
 
 
-def _node(module: cst.Module, line: int, text: str) -> cst.CSTNode:
+def _node(analysis: FileAnalysis, line: int, text: str) -> ast.AST:
     """The outermost node on `line` whose code is `text`."""
-    found: list[cst.CSTNode] = []
-
-    class Finder(cst.CSTVisitor):
-        METADATA_DEPENDENCIES = (PositionProvider,)
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if (
-                not found
-                and self.get_metadata(PositionProvider, node).start.line == line
-                and module.code_for_node(node).strip() == text
-            ):
-                found.append(node)
-            return not found
-
-    MetadataWrapper(module, unsafe_skip_copy=True).visit(Finder())
-    return found[0]
+    return next(
+        node
+        for node in analysis.index.order
+        if getattr(node, "lineno", None) == line
+        and ast.get_source_segment(analysis.source, node) == text
+    )
 
 
 class StandIn(Rule):
@@ -326,15 +318,18 @@ class StandIn(Rule):
     def may_apply(self, text: str) -> bool:
         return True
 
-    def check(self, analysis):  # type: ignore[no-untyped-def]
-        module = analysis.module
-        if ".detach()" in module.code.splitlines()[self.where[0] - 1]:
+    def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
+        if ".detach()" in analysis.lines[self.where[0] - 1]:
             return  # fixed already: a real rule does not report its own fix again
-        replacements: dict[cst.CSTNode, cst.CSTNode] = {}
+        replacements: dict[ast.AST, Rewrite] = {}
         for line, text in self.edits:
             detached = f"({text}).detach()" if " " in text else f"{text}.detach()"
-            replacements[_node(module, line, text)] = cst.parse_expression(detached)
-        yield RuleFinding(_node(module, *self.where), "stand-in", Tier.SAFE, replacements)
+            replacements[_node(analysis, line, text)] = _replaced_by(detached)
+        yield RuleFinding(_node(analysis, *self.where), "stand-in", Tier.SAFE, replacements)
+
+
+def _replaced_by(code: str) -> Rewrite:
+    return lambda node: cst.parse_expression(code)
 
 
 @pytest.mark.parametrize(

@@ -109,10 +109,13 @@ def test_workers_end_with_a_killed_gradfix(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("delay", [0.1, 0.4, 1.2])
 def test_ctrl_c_exits_130_quietly_at_any_moment(tmp_path: Path, delay: float) -> None:
-    for i in range(200):  # still running when the last delay is up (a run takes seconds)
-        (tmp_path / f"m{i:03}.py").write_text(BUGGY + "x = 1\n" * 600)
+    # Still running when the last delay is up, however fast the machine: a check of these
+    # files takes tens of seconds, and the signal stops it within one.
+    for i in range(3000):
+        (tmp_path / f"m{i:04}.py").write_text(BUGGY + "x = 1\n" * 600)
     process = start_gradfix(["check", "-j", "2", "--no-cache", "."], tmp_path)
     time.sleep(delay)
+    assert process.poll() is None, "the run ended before Ctrl-C: give it more files"
     children = descendants(process.pid)
     # What a terminal does: the signal goes to the whole foreground process group.
     for pid in {process.pid, *children}:

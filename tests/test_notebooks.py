@@ -359,6 +359,20 @@ def test_notebooks_of_other_languages_are_left_alone() -> None:
     assert (result.error, result.findings, result.new_source) == (None, [], None)
 
 
+@pytest.mark.parametrize(
+    ("kernel", "is_python"),
+    [("julia-1.10", False), ("ir", False), ("python3", True), ("conda-env-torch-py", True)],
+)
+def test_a_kernelspec_name_alone_decides_the_language(kernel: str, is_python: bool) -> None:
+    """Python's training loop under a kernelspec naming the kernel only, as a Julia
+    notebook never run has it: rewritten only under a Python kernel's name."""
+    nb = notebook(SETUP, LOOP)
+    nb.metadata = {"kernelspec": {"name": kernel, "display_name": kernel}}
+    result = process_notebook(written(nb), FIX)
+    assert (result.new_source is not None) is is_python
+    assert bool(result.findings) is is_python
+
+
 def test_json_that_cannot_be_written_back_as_it_was_is_never_rewritten(tmp_path: Path) -> None:
     nb = notebook(SETUP, LOOP)
     nb.metadata["lr"] = 1e-05

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
-
-import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad
 from codemods.analysis.provenance import (
     Origin,
     OriginKind,
     Provenance,
+    call_arguments,
     evaluated_in,
     reachable_graph_nodes,
     saves_tensors,
@@ -29,17 +29,21 @@ head = nn.Linear(8, 1)
 
 class Source:
     def __init__(self, body: str) -> None:
-        module = cst.parse_module(HEADER + textwrap.dedent(body))
-        self.analysis = FileAnalysis(module)
+        self.source = HEADER + textwrap.dedent(body)
+        module = ast.parse(self.source)
+        self.analysis = FileAnalysis(module, self.source)
         self.provenance = Provenance(self.analysis)
         self.module = module
 
-    def nodes(self, code: str) -> list[cst.BaseExpression]:
+    def code(self, node: ast.AST) -> str | None:
+        return ast.get_source_segment(self.source, node)
+
+    def nodes(self, code: str) -> list[ast.expr]:
         """Every expression whose source is `code`, in source order."""
         found = [
             node
             for node in self.analysis.index.parents
-            if isinstance(node, cst.BaseExpression) and self.module.code_for_node(node) == code
+            if isinstance(node, ast.expr) and self.code(node) == code
         ]
         return sorted(found, key=self.analysis.index.start.__getitem__)
 
@@ -137,7 +141,7 @@ def test_loop_bindings_per_iteration_and_carried() -> None:
             state = head(trunk(x)) + state
             fresh
     """)
-    loop = next(node for node in source.analysis.index.parents if isinstance(node, cst.For))
+    loop = next(node for node in source.analysis.index.parents if isinstance(node, ast.For))
     fresh = source.of("fresh")
     assert evaluated_in(fresh, loop, source.analysis)
     assert not evaluated_in(fresh.inputs[0], loop, source.analysis)  # `shared`
@@ -188,7 +192,7 @@ def test_forward_of_a_module_class_is_followed() -> None:
     assert a.kind is OriginKind.FORWARD and b.kind is OriginKind.FORWARD
     assert a is not b
     (shared,) = reachable_graph_nodes(a) & reachable_graph_nodes(b)
-    assert source.module.code_for_node(shared.expression) == "self.body(x)"
+    assert source.code(shared.expression) == "self.body(x)"
     assert keys(a) == {"torch.nn.Linear"}
 
 
@@ -210,3 +214,41 @@ def test_an_objects_call_is_followed_into_its_dunder_call() -> None:
     inner = source.provenance.of_in_call(source.nodes("head(features).sum()")[0], call)
     assert inner is source.of("loss")
     assert source.provenance.of_in_call(source.nodes("h")[-1], call) is None
+
+
+def test_call_arguments_in_source_order() -> None:
+    source = Source("""
+        def f(*args, **kwargs):
+            return args
+
+        a = b = c = d = 1
+        f(a, *b, k=c, **d)
+        f(k=c, *b)
+    """)
+    first, second = source.nodes("f(a, *b, k=c, **d)")[0], source.nodes("f(k=c, *b)")[0]
+    assert [(source.code(v), named) for v, named in call_arguments(first)] == [
+        ("a", False),
+        ("b", False),
+        ("c", True),
+        ("d", False),
+    ]
+    assert [(source.code(v), named) for v, named in call_arguments(second)] == [
+        ("c", True),
+        ("b", False),
+    ]
+
+
+def test_index_keys_read_the_subscript_parts() -> None:
+    source = Source("""
+        x = torch.randn(2, 4, requires_grad=True)
+        i, j = 0, 1
+        basic = x[i, j]
+        sliced = x[:, 0]
+        tupled = x[(i, j)]
+        masked = x[:, x[0] > 0]
+        basic, sliced, tupled, masked
+    """)
+    assert source.of("basic").key == "operator.getitem"
+    assert source.of("sliced").key == "operator.getitem"
+    assert source.of("tupled").key == "operator.getitem[?]"  # one index, a tuple
+    assert source.of("masked").key == "operator.getitem[mask]"

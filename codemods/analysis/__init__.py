@@ -8,49 +8,61 @@ this statement, in which grad mode does it run, where else does this name occur.
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
 from collections.abc import Callable, Mapping
 from functools import cached_property
-
-import libcst as cst
-from libcst.metadata import CodeRange
 
 from codemods.analysis import torch_api
 from codemods.analysis.bindings import NamedExpressions, ScopeBindings, scope_bindings
 from codemods.analysis.imports import import_aliases, qualify
-from codemods.analysis.index import ClassInfo, Index, ScopeNode, build_index
+from codemods.analysis.index import (
+    FUNCTION_TYPES,
+    LOOP_TYPES,
+    ClassInfo,
+    Index,
+    Loop,
+    ScopeNode,
+    build_index,
+)
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
-from codemods.analysis.positions import SourcePositions
+from codemods.analysis.positions import SourceLines, SourcePositions, Span
+from codemods.analysis.syntax import has_star
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
-from codemods.cst_speedups import node_classes
 
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
 
 _CALL_DEPTH = 3
-# By `type(...) in`: LibCST's node classes are final, and these walks run for every question.
-_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.Module})
-_LOOP_TYPES = frozenset({cst.For, cst.While})
-# `is_load`: what a stored name sits in (`a, [b, *c] = ...`), and what stores it.
-_UNPACKING = node_classes(cst.Element, cst.Tuple, cst.List, cst.StarredElement)
-_STORING = node_classes(cst.AssignTarget, cst.AsName)
-_TARGET_HOLDERS = node_classes(cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)
-Loop = cst.For | cst.While
+# By `type(...) in`: these walks run for every question.
+_SCOPE_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Module})
+_LOOP_TYPES = frozenset(LOOP_TYPES)
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+# Whitespace a parenthesised expression may have inside its parentheses.
+_SPACE = " \t\f\r\n\\"
 
 
 class FileAnalysis:
-    def __init__(self, module: cst.Module) -> None:
-        self.module = module
-        self.index: Index = build_index(module)
-        self.aliases = import_aliases(module)
+    def __init__(self, tree: ast.Module, source: str | bytes) -> None:
+        if isinstance(source, bytes):
+            encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+            source = source.decode(encoding)
+        self.module = tree
+        self.source: str = source
+        self._lines = SourceLines(source)
+        self.index: Index = build_index(tree)
+        self.aliases = import_aliases(tree)
         self.facts: dict[ScopeNode, ScopeFacts] = {}
-        self._env_before: dict[cst.CSTNode, Env] = {}
-        self._grad_enabled: dict[cst.CSTNode, bool] = {}
-        self._loop_entry: dict[cst.CSTNode, Env] = {}
-        self._call_args: dict[cst.FunctionDef, list[list[Value]]] = {}
+        self._env_before: dict[ast.AST, Env] = {}
+        self._grad_enabled: dict[ast.AST, bool] = {}
+        self._loop_entry: dict[ast.AST, Env] = {}
+        self._call_args: dict[Function, list[list[Value]]] = {}
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
         self._class_env: dict[str, Env] = {}
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
+        self._enclosing_loops: dict[ast.AST, tuple[Loop, ...]] = {}
         self._backward_by_root = self._index_backward_calls()
         self._interpret_all()
 
@@ -61,20 +73,34 @@ class FileAnalysis:
         self.__dict__.clear()
 
     # -- questions rules ask ------------------------------------------------------------
-    def qualified_name(self, node: cst.BaseExpression) -> str | None:
+    @cached_property
+    def lines(self) -> list[str]:
+        """The source's lines, without their line breaks, as CPython counts them."""
+        return [self._lines.text(line) for line in range(1, len(self._lines) + 1)]
+
+    def qualified_name(self, node: ast.AST) -> str | None:
         return qualify(node, self.aliases)
 
-    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+    def parent(self, node: ast.AST) -> ast.AST | None:
         return self.index.parents.get(node)
 
-    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+    def block_of(self, statement: ast.AST) -> list[ast.stmt]:
+        """The statement list that holds `statement` (a function's or loop's `body`, an
+        `orelse`, the module's body, ...): `getattr(parent, field)`."""
+        parent = self.index.parents.get(statement)
+        if parent is None:
+            return [statement] if isinstance(statement, ast.stmt) else []
+        held = getattr(parent, self.index.field[statement])
+        return held if type(held) is list else [held]
+
+    def statement_of(self, node: ast.AST) -> ast.AST | None:
         """The innermost interpreted statement that contains `node`."""
-        current: cst.CSTNode | None = node
+        current: ast.AST | None = node
         while current is not None and current not in self._env_before:
             current = self.index.parents.get(current)
         return current
 
-    def value_of(self, expression: cst.BaseExpression) -> Value:
+    def value_of(self, expression: ast.AST) -> Value:
         """What is known of `expression` just before its statement runs."""
         statement = self.statement_of(expression)
         if statement is None:
@@ -84,10 +110,10 @@ class FileAnalysis:
             expression, self._env_before[statement], self._grad_enabled[statement]
         )
 
-    def env_before(self, statement: cst.CSTNode) -> Env:
+    def env_before(self, statement: ast.AST) -> Env:
         return self._env_before.get(statement, {})
 
-    def grad_enabled(self, node: cst.CSTNode) -> bool:
+    def grad_enabled(self, node: ast.AST) -> bool:
         statement = self.statement_of(node)
         return statement is not None and self._grad_enabled[statement]
 
@@ -95,26 +121,42 @@ class FileAnalysis:
         """The environment flowing into `loop` from before it (its first iteration)."""
         return self._loop_entry.get(loop, {})
 
-    def enclosing_loops(self, node: cst.CSTNode) -> list[Loop]:
+    def enclosing_loops(self, node: ast.AST) -> list[Loop]:
         """Loops around `node` in its own function, innermost first. A node in a loop's
-        `for` target or iterable is not inside that loop's iterations."""
-        loops: list[Loop] = []
-        child = node
-        parents = self.index.parents
-        current = parents.get(node)
-        while current is not None and type(current) not in _SCOPE_TYPES:
-            if type(current) in _LOOP_TYPES and child is current.body:  # type: ignore[union-attr]
-                loops.append(current)  # type: ignore[arg-type]
-            child, current = current, parents.get(current)
-        return loops
+        `for` target or iterable (or its `else`) is not inside that loop's iterations."""
+        return list(self._loops_around(node))
 
-    def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    def _loops_around(self, node: ast.AST) -> tuple[Loop, ...]:
+        """`enclosing_loops`, remembered for every node on the way up, so that asking about
+        each statement of a deeply nested block (an `elif` chain) costs linear time."""
+        known = self._enclosing_loops
+        parents = self.index.parents
+        fields = self.index.field
+        path: list[ast.AST] = []
+        current: ast.AST | None = node
+        while current is not None and current not in known:
+            parent = parents.get(current)
+            if parent is None or type(parent) in _SCOPE_TYPES:
+                known[current] = ()
+                break
+            path.append(current)
+            current = parent
+        for child in reversed(path):
+            parent = parents[child]
+            outer = known[parent]
+            if type(parent) in _LOOP_TYPES and fields[child] == "body":
+                known[child] = (parent, *outer)  # type: ignore[assignment]
+            else:
+                known[child] = outer
+        return known[node]
+
+    def contains(self, outer: ast.AST, inner: ast.AST) -> bool:
         start, end = self.index.start, self.index.end
         return start[outer] <= start[inner] and end[inner] <= end[outer]
 
-    def exclusive_branches(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    def exclusive_branches(self, a: ast.AST, b: ast.AST) -> bool:
         """Whether `a` and `b` sit in different branches of one `if` (never both run)."""
-        ancestors: dict[cst.CSTNode, cst.CSTNode] = {}  # ancestor -> its child on the way to `a`
+        ancestors: dict[ast.AST, ast.AST] = {}  # ancestor -> its child on the way to `a`
         child, current = a, self.parent(a)
         while current is not None:
             ancestors[current] = child
@@ -122,29 +164,120 @@ class FileAnalysis:
         child, current = b, self.parent(b)
         while current is not None and current not in ancestors:
             child, current = current, self.parent(current)
-        if not isinstance(current, cst.If):
+        if not isinstance(current, ast.If):
             return False
         branch_a, branch_b = ancestors[current], child
-        return branch_a is not branch_b and current.test not in (branch_a, branch_b)
+        if branch_a is branch_b:
+            return False
+        # a branch is the If's `body` or its `orelse` (an `elif` is an If in the `orelse`)
+        field_a, field_b = self.index.field[branch_a], self.index.field[branch_b]
+        return field_a != field_b and "test" not in (field_a, field_b)
 
     @cached_property
-    def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
-        """Where each node is in the source, located when first asked (`SourcePositions`)."""
-        return SourcePositions(self.module, self.index.parents)
+    def positions(self) -> Mapping[ast.AST, Span]:
+        """Where each node is in the source (0-based character columns), located when first
+        asked (`SourcePositions`)."""
+        return SourcePositions(self.module, self._lines, self.index)
 
-    def code_of(self, node: cst.CSTNode, limit: int | None = None) -> str:
-        """`node`'s source on one line, for messages; cut to `limit` characters."""
-        code = " ".join(self.module.code_for_node(node).split())
+    def code_of(self, node: ast.AST, limit: int | None = None) -> str:
+        """`node`'s source on one line, for messages; cut to `limit` characters. An
+        expression's own parentheses are part of its code, as they were of LibCST's."""
+        first, last = self._code_bounds(node)
+        code = " ".join(self.source[first:last].split())
         if limit is not None and len(code) > limit:
             return code[: limit - 3] + "..."
         return code
 
+    def parenthesized(self, node: ast.AST) -> bool:
+        """Whether the source wraps exactly this expression in its own parentheses: `(a + b)`
+        in `total += (a + b)`, not the call's parentheses in `f(a + b)`, nor a tuple's own
+        (which `ast` counts in the tuple's range)."""
+        if not isinstance(node, ast.expr):
+            return False
+        span = self.positions[node]
+        lines = self._lines
+        first = lines.offset(span.start.line, span.start.column)
+        return self._parenthesized_bounds(node)[0] != first
+
+    def _code_bounds(self, node: ast.AST) -> tuple[int, int]:
+        """The offsets in the source of `node`'s code as LibCST's `code_for_node` gave it:
+        with its own parentheses, without those of the call a lone generator argument shares
+        (`sum(x for x in xs)`), with a definition's decorators, with the comment that ends a
+        compound statement's last line."""
+        first, last = self._parenthesized_bounds(node)
+        source = self.source
+        kind = type(node)
+        if kind is ast.GeneratorExp:
+            if source.startswith("(", first) and first == self._owner_parenthesis(node):
+                return first + 1, last - 1
+        elif isinstance(node, ast.stmt) and hasattr(node, "body"):
+            decorators = getattr(node, "decorator_list", None)
+            if decorators:
+                at = _skip_back(source, self._parenthesized_bounds(decorators[0])[0])
+                if source.startswith("@", at - 1):
+                    first = at - 1
+            end = last
+            while end < len(source) and source[end] in " \t\f\\":
+                end += 1
+            if source.startswith("#", end):
+                ends = [at for at in (source.find("\n", end), source.find("\r", end)) if at >= 0]
+                last = min(ends) if ends else len(source)
+        return first, last
+
+    def _parenthesized_bounds(self, node: ast.AST) -> tuple[int, int]:
+        """The offsets in the source of `node`'s code with its own parentheses around it."""
+        span = self.positions[node]
+        lines = self._lines
+        first = lines.offset(span.start.line, span.start.column)
+        last = lines.offset(span.end.line, span.end.column)
+        if not isinstance(node, ast.expr):
+            return first, last
+        parent = self.index.parents.get(node)
+        if type(parent) is ast.JoinedStr or (
+            type(parent) is ast.FormattedValue and self.index.field[node] == "format_spec"
+        ):
+            return first, last  # an f-string's parts: no parentheses of their own
+        source = self.source
+        # the parentheses of the call (or class) whose first argument `node` is
+        opening = self._owner_parenthesis(node)
+        while True:
+            before = _skip_back(source, first)
+            if before <= 0 or source[before - 1] != "(" or before - 1 == opening:
+                return first, last
+            after = _skip_forward(source, last)
+            if after >= len(source) or source[after] != ")":
+                return first, last
+            first, last = before - 1, after + 1
+
+    def _owner_parenthesis(self, node: ast.AST) -> int:
+        """The offset of the opening parenthesis of the call or class definition that takes
+        `node` as an argument or base, or -1."""
+        parent = self.index.parents.get(node)
+        if type(parent) is ast.keyword:
+            return -1  # `f(k=(a))`: after `=`
+        if type(parent) is ast.Starred:
+            return -1
+        if type(parent) is ast.Call:
+            if self.index.field[node] == "func":
+                return -1
+            start = self._parenthesized_bounds(parent.func)[1]  # type: ignore[attr-defined]
+        elif type(parent) is ast.ClassDef:
+            if self.index.field[node] not in ("bases", "keywords"):
+                return -1
+            where = self.positions[parent]
+            start = self._lines.offset(where.start.line, where.start.column)
+            start = self.source.index(parent.name, start + len("class")) + len(parent.name)  # type: ignore[attr-defined]
+        else:
+            return -1
+        opening = _skip_forward(self.source, start)
+        return opening if self.source.startswith("(", opening) else -1
+
     def attached_operands(
         self,
-        expression: cst.BaseExpression,
-        skip: Callable[[cst.BaseExpression], bool] = lambda _: False,
+        expression: ast.expr,
+        skip: Callable[[ast.expr], bool] = lambda _: False,
         proven_only: bool = False,
-    ) -> list[cst.BaseExpression]:
+    ) -> list[ast.expr]:
         """The smallest graph-attached parts of an arithmetic expression, the ones a fix takes
         out of the graph: `loss` in `loss * n`, both losses in `l1 + 0.5 * l2`, a whole
         parenthesised sum. `skip` leaves out parts (the accumulator itself); `proven_only`
@@ -153,77 +286,91 @@ class FileAnalysis:
             return []
         wanted = (Grad.ATTACHED,) if proven_only else (Grad.ATTACHED, Grad.LIKELY)
 
-        def attached(part: cst.BaseExpression) -> bool:
+        def attached(part: ast.expr) -> bool:
             return self.value_of(part).grad in wanted
 
-        if getattr(expression, "lpar", ()) and attached(expression):
+        if self.parenthesized(expression) and attached(expression):
             return [expression]
-        if isinstance(expression, cst.BinaryOperation):
+        if isinstance(expression, ast.BinOp):
             return self.attached_operands(expression.left, skip, proven_only) + (
                 self.attached_operands(expression.right, skip, proven_only)
             )
-        if isinstance(expression, cst.UnaryOperation):
-            return self.attached_operands(expression.expression, skip, proven_only)
-        if isinstance(expression, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and (
+        if isinstance(expression, ast.UnaryOp):
+            return self.attached_operands(expression.operand, skip, proven_only)
+        if isinstance(expression, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (
             attached(expression)
         ):
             return [expression]
         return []
 
-    def descendants(self, node: cst.CSTNode) -> list[cst.CSTNode]:
-        """`node` and every node inside it, in source order (whitespace nodes excepted).
-        Prefer this to a LibCST visitor, which rebuilds every node it passes."""
+    def descendants(self, node: ast.AST) -> list[ast.AST]:
+        """`node` and every node inside it, in source order (the shared context and operator
+        instances excepted). Prefer this to `ast.walk`, which gives no source order."""
         return self.index.order[self.index.start[node] : self.index.end[node]]
 
-    def scope_of(self, node: cst.CSTNode) -> ScopeNode:
-        """The function (or the module) whose body `node` is in."""
-        known = self.index.scope_of.get(node)
-        if known is not None:
-            return known
+    def scope_of(self, node: ast.AST) -> ScopeNode:
+        """The function (or the module) whose body `node` is in; remembered for every node
+        on the way up, so that deep nesting costs linear time."""
+        known = self.index.scope_of
+        scope = known.get(node)
+        if scope is not None:
+            return scope
         parents = self.index.parents
-        current = parents.get(node)
-        while current is not None and type(current) not in _SCOPE_TYPES:
-            current = parents.get(current)
-        scope = current if current is not None else self.module
-        self.index.scope_of[node] = scope
-        return scope
+        path: list[ast.AST] = []
+        current = node
+        while True:
+            path.append(current)
+            parent = parents.get(current)
+            if parent is None:
+                scope = self.module
+                break
+            if type(parent) in _SCOPE_TYPES:
+                scope = parent  # type: ignore[assignment]
+                break
+            scope = known.get(parent)
+            if scope is not None:
+                break
+            current = parent
+        for walked in path:
+            known[walked] = scope  # type: ignore[assignment]
+        return scope  # type: ignore[return-value]
 
     def class_of(self, function: ScopeNode) -> ClassInfo | None:
-        if isinstance(function, cst.FunctionDef) and function in self.index.class_of:
+        if isinstance(function, FUNCTION_TYPES) and function in self.index.class_of:
             return self.index.classes[self.index.class_of[function]]
         return None
 
-    def occurrences(self, name: str, scope: ScopeNode) -> list[cst.Name]:
+    def occurrences(self, name: str, scope: ScopeNode) -> list[ast.Name]:
         return list(self.index.names[scope].get(name, []))
 
-    def self_attribute_occurrences(self, class_name: str, attribute: str) -> list[cst.Attribute]:
+    def self_attribute_occurrences(self, class_name: str, attribute: str) -> list[ast.Attribute]:
         return list(self.index.self_attributes[class_name].get(attribute, []))
 
     def class_attribute_inits(self, class_name: str, attribute: str) -> Value | None:
         """Join of what plain assignments `self.<attribute> = ...` in the class store."""
         result: Value | None = None
         for occurrence in self.self_attribute_occurrences(class_name, attribute):
-            assign = self.parent(self.parent(occurrence) or occurrence)
+            assign = self.parent(occurrence)
             if (
-                isinstance(assign, cst.Assign)
-                and any(t.target is occurrence for t in assign.targets)
+                isinstance(assign, ast.Assign)
+                and any(target is occurrence for target in assign.targets)
                 and not _mentions(self, assign.value, occurrence)
             ):
                 stored = self.value_of(assign.value)
                 result = stored if result is None else result.join(stored)
         return result
 
-    def module_calls(self, info: ClassInfo | None) -> list[cst.Call]:
+    def module_calls(self, info: ClassInfo | None) -> list[ast.Call]:
         """Calls of instances of the nn.Module class `info` (`model(x)` runs its forward)."""
         if info is None or not self.is_module_class(info.name):
             return []
         return self._module_calls.get(info.name, [])
 
     @cached_property
-    def _module_calls(self) -> dict[str, list[cst.Call]]:
-        calls: dict[str, list[cst.Call]] = {}
-        for node in self.index.of_types(cst.Call):
-            if isinstance(node, cst.Call) and self.statement_of(node) is not None:
+    def _module_calls(self) -> dict[str, list[ast.Call]]:
+        calls: dict[str, list[ast.Call]] = {}
+        for node in self.index.of_types(ast.Call):
+            if isinstance(node, ast.Call) and self.statement_of(node) is not None:
                 callee = self.value_of(node.func)
                 if callee.kind is Kind.MODULE and callee.cls is not None:
                     calls.setdefault(callee.cls, []).append(node)
@@ -237,35 +384,30 @@ class FileAnalysis:
             name = self.qualified_name(base)
             if name in ("torch.nn.Module", "torch.nn.modules.module.Module"):
                 return True
-            if isinstance(base, cst.Name) and self.is_module_class(base.value, seen | {class_name}):
+            if isinstance(base, ast.Name) and self.is_module_class(base.id, seen | {class_name}):
                 return True
         return False
 
-    def function_named(self, callee: Value) -> cst.FunctionDef | None:
+    def function_named(self, callee: Value) -> Function | None:
         if callee.kind is Kind.FUNCTION and callee.cls is not None:
             return self.index.functions.get(callee.cls)
         return None
 
-    def grad_disabled_by_decorator(self, function: cst.FunctionDef) -> bool:
-        for decorator in function.decorators:
-            expression = decorator.decorator
-            callee = expression.func if isinstance(expression, cst.Call) else expression
+    def grad_disabled_by_decorator(self, function: Function) -> bool:
+        for expression in function.decorator_list:
+            callee = expression.func if isinstance(expression, ast.Call) else expression
             if torch_api.disables_grad(self.qualified_name(callee)):
                 return True
         return False
 
     # -- interpretation ---------------------------------------------------------------
-    def is_load(self, node: cst.CSTNode) -> bool:
-        """Whether the name or attribute `node` is read (rather than stored to) there."""
-        child, parent = node, self.parent(node)
-        while type(parent) in _UNPACKING:
-            child, parent = parent, self.parent(parent)
-        kind = type(parent)
-        if kind in _STORING:
-            return False
-        if kind in _TARGET_HOLDERS:
-            return parent.target is not child  # type: ignore[union-attr]
-        return True
+    def is_load(self, node: ast.AST) -> bool:
+        """Whether the name or attribute `node` is read (rather than stored to) there: its
+        context is not `Store`. As before the port, a `del x` counts as a read, and so does
+        the target of `(x := value)`."""
+        if type(getattr(node, "ctx", None)) is not ast.Store:
+            return True
+        return type(self.index.parents.get(node)) is ast.NamedExpr
 
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         """Reaching bindings of `scope`'s names, computed once per scope."""
@@ -287,41 +429,45 @@ class FileAnalysis:
         return self.training.loop_reaches_step(loop, self.scope_of(loop))
 
     @cached_property
-    def backward_calls(self) -> list[cst.Call]:
+    def backward_calls(self) -> list[ast.Call]:
         """Every `x.backward(...)` call in the file."""
         return [
             call
             for call in self.index.calls_by_name.get("backward", [])
-            if isinstance(call.func, cst.Attribute)
+            if isinstance(call.func, ast.Attribute)
         ]
 
-    def _index_backward_calls(self) -> dict[str, list[cst.Call]]:
+    def _index_backward_calls(self) -> dict[str, list[ast.Call]]:
         """`x.backward(...)` calls by the name of the root they differentiate."""
-        by_root: dict[str, list[cst.Call]] = {}
+        by_root: dict[str, list[ast.Call]] = {}
         for call in self.backward_calls:
             root = backward_root(call.func.value)  # type: ignore[attr-defined]
             if root is not None:
                 by_root.setdefault(root, []).append(call)
         return by_root
 
-    def _backward_evidence(self, name: str, assignment: cst.CSTNode) -> str | None:
+    def _backward_evidence(self, name: str, assignment: ast.AST) -> str | None:
         """Whether a backward runs on what `assignment` stored into `name`: a call later in
         the same block, before any rebinding of `name`. "scalar" for a plain `.backward()`
         (which only works on one-element tensors), "tensor" when a gradient is passed."""
         calls = self._backward_by_root.get(name)
-        line = self.parent(assignment)
-        block = self.parent(line) if line is not None else None
-        if not calls or block is None:
+        if not calls:
             return None
+        statement: ast.AST | None = assignment
+        while statement is not None and not isinstance(statement, ast.stmt):
+            statement = self.parent(statement)
+        if statement is None or self.parent(statement) is None:
+            return None
+        block = self.block_of(statement)  # the statements of the block, in source order
         start, end = self.index.start, self.index.end
         scope = self.scope_of(assignment)
-        limit = end[block]
+        block_start, limit = start[block[0]], end[block[-1]]
         for occurrence in self.index.names[scope].get(name, []):
             if start[occurrence] >= end[assignment] and not self.is_load(occurrence):
                 limit = min(limit, start[occurrence])
         for call in calls:
-            if end[assignment] <= start[call] < limit and self.contains(block, call):
-                return "tensor" if call.args else "scalar"
+            if end[assignment] <= start[call] < limit and block_start <= start[call]:
+                return "tensor" if call.args or call.keywords else "scalar"
         return None
 
     def _interpreter(self, scope: ScopeNode, grad: bool) -> Interpreter:
@@ -367,10 +513,10 @@ class FileAnalysis:
                 grad and not self._called_only_without_grad(function),
             )
 
-    def _called_only_without_grad(self, function: cst.FunctionDef) -> bool:
+    def _called_only_without_grad(self, function: Function) -> bool:
         """Whether every call of `function` in the file runs under `no_grad` (a helper of an
         `@torch.no_grad()` update method). Callers come first, so their modes are known."""
-        calls = self.index.calls_by_name.get(function.name.value, [])
+        calls = self.index.calls_by_name.get(function.name, [])
         statements = [self.statement_of(call) for call in calls]
         return bool(statements) and all(
             statement is not None and not self._grad_enabled.get(statement, True)
@@ -379,9 +525,7 @@ class FileAnalysis:
 
     def _interpret_scope(self, scope: ScopeNode, env: Env, grad: bool) -> None:
         interpreter = self._interpreter(scope, grad)
-        facts = interpreter.run(
-            scope.body.body if isinstance(scope, cst.FunctionDef) else scope.body, env
-        )
+        facts = interpreter.run(scope.body, env)
         self.facts[scope] = facts
         self._env_before.update(facts.env_before)
         self._grad_enabled.update(facts.grad_enabled)
@@ -389,23 +533,23 @@ class FileAnalysis:
         info = self.class_of(scope)
         if info is not None:
             class_env = self._class_env.setdefault(info.name, {})
-            constructor = isinstance(scope, cst.FunctionDef) and scope.name.value == "__init__"
+            constructor = isinstance(scope, FUNCTION_TYPES) and scope.name == "__init__"
             for key, value in facts.final_env.items():
                 if key.startswith("self."):
                     known = class_env.get(key)
                     class_env[key] = value if known is None or constructor else known.join(value)
 
-    def _callers_first(self) -> list[cst.FunctionDef]:
+    def _callers_first(self) -> list[Function]:
         """Functions ordered so that, cycles aside, every caller comes before its callees;
         `__init__` methods come before the other methods of their class."""
-        functions = [n for n in self.index.enclosing_function if isinstance(n, cst.FunctionDef)]
-        callers: dict[cst.FunctionDef, set[ScopeNode]] = {}
+        functions = [n for n in self.index.enclosing_function if isinstance(n, FUNCTION_TYPES)]
+        callers: dict[Function, set[ScopeNode]] = {}
         for function in functions:
-            calls = self.index.calls_by_name.get(function.name.value, [])
+            calls = self.index.calls_by_name.get(function.name, [])
             callers[function] = {self.scope_of(call) for call in calls} - {function}
-        ordered: list[cst.FunctionDef] = []
+        ordered: list[Function] = []
         done: set[ScopeNode] = {self.module}
-        pending = sorted(functions, key=lambda f: f.name.value != "__init__")
+        pending = sorted(functions, key=lambda f: f.name != "__init__")
         while pending:
             ready = next((f for f in pending if callers[f] <= done), pending[0])
             pending.remove(ready)
@@ -413,13 +557,13 @@ class FileAnalysis:
             done.add(ready)
         return ordered
 
-    def _parameter_env(self, function: cst.FunctionDef) -> Env:
+    def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
         info = self.class_of(function)
-        params = list(function.params.posonly_params) + list(function.params.params)
+        params = list(function.args.posonlyargs) + list(function.args.args)
         if info is not None and params:
             kind = Kind.MODULE if self.is_module_class(info.name) else Kind.OBJECT
-            env[params[0].name.value] = Value(Grad.FREE, kind, cls=info.name)
+            env[params[0].arg] = Value(Grad.FREE, kind, cls=info.name)
             env.update(self._class_env.get(info.name, {}))
             params = params[1:]
         calls = self._call_args.get(function, [])
@@ -428,22 +572,22 @@ class FileAnalysis:
             for args in calls:
                 passed = args[position] if position < len(args) else UNKNOWN
                 value = passed if value is None else value.join(passed)
-            env[param.name.value] = value if value is not None else UNKNOWN
+            env[param.arg] = value if value is not None else UNKNOWN
         return env
 
     def _call_value(
-        self, node: cst.Call, callee: Value, args: list[Value], grad: bool, method: str | None
+        self, node: ast.Call, callee: Value, args: list[Value], grad: bool, method: str | None
     ) -> Value | None:
+        """`args`: the values of `node`'s positional arguments, then of its keyword arguments
+        (`interpreter.argument_values`)."""
         if callee.kind is Kind.CLASS and callee.cls is not None:
             kind = Kind.MODULE if self.is_module_class(callee.cls) else Kind.OBJECT
             init = self.index.classes[callee.cls].methods.get("__init__")
-            if init is not None and not any(arg.star for arg in node.args):
-                positional = [
-                    value for arg, value in zip(node.args, args, strict=True) if not arg.keyword
-                ]
+            if init is not None and not has_star(node):
+                positional = args[: len(node.args)]
                 self._call_args.setdefault(init, []).append(positional)
             return Value(Grad.FREE, kind, cls=callee.cls)
-        function: cst.FunctionDef | None
+        function: Function | None
         receiver: Value | None = None
         if method is not None:
             info = self.index.classes.get(callee.cls or "")
@@ -451,11 +595,9 @@ class FileAnalysis:
             receiver = callee
         else:
             function = self.function_named(callee)
-        if function is None or any(arg.star for arg in node.args):
+        if function is None or has_star(node):
             return None
-        positional = [
-            value for arg, value in zip(node.args, args, strict=True) if arg.keyword is None
-        ]
+        positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
         key = (function, receiver, tuple(args), grad)
         if key in self._summaries:
@@ -465,16 +607,16 @@ class FileAnalysis:
         self._in_progress.add(key)
         try:
             env = self._parameter_env(function)
-            params = list(function.params.posonly_params) + list(function.params.params)
+            params = list(function.args.posonlyargs) + list(function.args.args)
             if receiver is not None:
                 params = params[1:]
             for param, value in zip(params, positional, strict=False):
-                env[param.name.value] = value
-            for arg, value in zip(node.args, args, strict=False):
-                if arg.keyword is not None:
-                    env[arg.keyword.value] = value
+                env[param.arg] = value
+            for keyword, value in zip(node.keywords, args[len(node.args) :], strict=False):
+                if keyword.arg is not None:
+                    env[keyword.arg] = value
             inner_grad = grad and not self.grad_disabled_by_decorator(function)
-            facts = self._interpreter(function, inner_grad).run(function.body.body, env)
+            facts = self._interpreter(function, inner_grad).run(function.body, env)
             result = facts.returned if facts.returned is not None else UNKNOWN
         finally:
             self._in_progress.discard(key)
@@ -482,10 +624,56 @@ class FileAnalysis:
         return result
 
 
-def _mentions(analysis: FileAnalysis, expression: cst.CSTNode, attribute: cst.Attribute) -> bool:
+def _mentions(analysis: FileAnalysis, expression: ast.AST, attribute: ast.Attribute) -> bool:
     """Whether `expression` reads the same `self.x` as `attribute` (`self.x = self.x + ...`)."""
     wanted = target_key(attribute)
     return any(
-        isinstance(node, cst.Attribute) and target_key(node) == wanted
+        isinstance(node, ast.Attribute) and target_key(node) == wanted
         for node in analysis.descendants(expression)
     )
+
+
+def _skip_back(source: str, offset: int) -> int:
+    """The offset just after the last character before `offset` that is not whitespace, a
+    line continuation or a comment."""
+    while offset > 0:
+        character = source[offset - 1]
+        if character in _SPACE:
+            offset -= 1
+            if character == "\n" or character == "\r":
+                offset = _before_comment(source, offset)
+            continue
+        break
+    return offset
+
+
+def _before_comment(source: str, offset: int) -> int:
+    """`offset` ends a line (before its line break): where the line's comment starts, if the
+    line has one, else `offset`."""
+    line_start = max(source.rfind("\n", 0, offset), source.rfind("\r", 0, offset)) + 1
+    line = source[line_start:offset]
+    if "#" not in line:
+        return offset
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line).readline):
+            if token.type == tokenize.COMMENT:
+                return line_start + token.start[1]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return offset
+
+
+def _skip_forward(source: str, offset: int) -> int:
+    """The offset of the first character from `offset` on that is not whitespace, a line
+    continuation or a comment."""
+    length = len(source)
+    while offset < length:
+        character = source[offset]
+        if character in _SPACE:
+            offset += 1
+        elif character == "#":
+            ends = [at for at in (source.find("\n", offset), source.find("\r", offset)) if at >= 0]
+            offset = min(ends) if ends else length
+        else:
+            break
+    return offset

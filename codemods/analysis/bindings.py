@@ -11,18 +11,36 @@ ever adds bindings that cannot reach: the sets over-approximate, never miss.
 
 from __future__ import annotations
 
+import ast
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-import libcst as cst
-
-from codemods.analysis.index import Index
+from codemods.analysis.index import FUNCTION_TYPES, Index, ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.cst_speedups import node_classes
 
-_SMALL_STATEMENTS = node_classes(cst.BaseSmallStatement)
+# Statements with no statements inside them (LibCST's small statements).
+_SMALL_STATEMENTS = frozenset(
+    {
+        ast.Expr,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.Return,
+        ast.Pass,
+        ast.Break,
+        ast.Continue,
+        ast.Raise,
+        ast.Assert,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Delete,
+        ast.Global,
+        ast.Nonlocal,
+    }
+)
+_INNER_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 ReachingEnv = dict[str, frozenset["Binding"]]
 
@@ -41,23 +59,26 @@ class Binding:
 
     key: str  # the name, or `self.<attribute>`
     kind: BindingKind
-    statement: cst.CSTNode  # the binding statement (the `For` for a loop target)
-    target: cst.CSTNode  # the bound Name/Attribute (the Param for a parameter)
-    value: cst.BaseExpression | None = None  # the assigned expression or iterable
+    statement: ast.AST  # the binding statement (the `For` for a loop target)
+    # the bound Name/Attribute (the `arg` for a parameter; for a name `ast` spells as a string,
+    # the node that holds it: the `def`/`class`, the import's `alias`, the `ExceptHandler`,
+    # the `global` statement)
+    target: ast.AST
+    value: ast.expr | None = None  # the assigned expression or iterable
     # where the name sits in a destructuring target: `a, (b, c) = v` binds `c` at (1, 1)
     path: tuple[int, ...] = ()
 
 
 @dataclass
 class ScopeBindings:
-    """The reaching bindings of one scope, keyed by statement (the statement nodes
-    `FileAnalysis.statement_of` returns: small statements and compound statements)."""
+    """The reaching bindings of one scope, keyed by statement (the `ast.stmt` nodes
+    `FileAnalysis.statement_of` returns: simple and compound statements)."""
 
-    before: dict[cst.CSTNode, ReachingEnv] = field(default_factory=dict)
-    order: dict[cst.CSTNode, int] = field(default_factory=dict)  # program order of statements
+    before: dict[ast.AST, ReachingEnv] = field(default_factory=dict)
+    order: dict[ast.AST, int] = field(default_factory=dict)  # program order of statements
     final: ReachingEnv = field(default_factory=dict)  # what reaches the end of the scope
 
-    def reaching(self, key: str, statement: cst.CSTNode) -> frozenset[Binding] | None:
+    def reaching(self, key: str, statement: ast.AST) -> frozenset[Binding] | None:
         """The bindings of `key` that may reach `statement`; None when the statement is not
         one of this scope's, empty when nothing in the scope binds `key` before it."""
         env = self.before.get(statement)
@@ -65,7 +86,7 @@ class ScopeBindings:
             return None
         return env.get(key, frozenset())
 
-    def carried(self, binding: Binding, statement: cst.CSTNode) -> bool:
+    def carried(self, binding: Binding, statement: ast.AST) -> bool:
         """Whether `binding` can reach `statement` only around a loop's back edge: it does not
         come before `statement` in program order, so it was made by a previous iteration."""
         return self.order.get(binding.statement, -1) >= self.order.get(statement, -1)
@@ -73,14 +94,14 @@ class ScopeBindings:
 
 class NamedExpressions:
     """The file's `:=` expressions, found under a statement through the index's positions (a
-    LibCST visitor over every statement would cost a seventh of the analysis)."""
+    walk over every statement would cost a seventh of the analysis)."""
 
     def __init__(self, index: Index) -> None:
         self.index = index
-        self.nodes = index.of_types(cst.NamedExpr)
+        self.nodes = index.of_types(ast.NamedExpr)
         self.starts = [index.start[node] for node in self.nodes]
 
-    def under(self, node: cst.CSTNode) -> list[cst.NamedExpr]:
+    def under(self, node: ast.AST) -> list[ast.NamedExpr]:
         """The `:=` in `node`, in source order, but not in a function or lambda inside it."""
         if not self.nodes:
             return []
@@ -92,35 +113,31 @@ class NamedExpressions:
             if not self._in_inner_scope(found, node)
         ]
 
-    def _in_inner_scope(self, found: cst.CSTNode, node: cst.CSTNode) -> bool:
+    def _in_inner_scope(self, found: ast.AST, node: ast.AST) -> bool:
         parent = self.index.parents.get(found)
         while parent is not None and parent is not node:
-            if isinstance(parent, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(parent, _INNER_SCOPES):
                 return True
             parent = self.index.parents.get(parent)
         return False
 
 
-def scope_bindings(
-    scope: cst.Module | cst.FunctionDef, named_expressions: NamedExpressions
-) -> ScopeBindings:
+def scope_bindings(scope: ScopeNode, named_expressions: NamedExpressions) -> ScopeBindings:
     """The reaching bindings of `scope`."""
     walker = _Walker(named_expressions)
     env: ReachingEnv = {}
-    if isinstance(scope, cst.FunctionDef):
-        params = scope.params
+    if isinstance(scope, FUNCTION_TYPES):
+        params = scope.args
         every = [
-            *params.posonly_params,
-            *params.params,
-            *params.kwonly_params,
-            *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)),
+            *params.posonlyargs,
+            *params.args,
+            *params.kwonlyargs,
+            *(p for p in (params.vararg, params.kwarg) if p is not None),
         ]
         for param in every:
-            binding = walker.binding(param, param.name.value, BindingKind.PARAMETER, scope)
-            env[param.name.value] = frozenset({binding})
-        body: Sequence[cst.CSTNode] = scope.body.body
-    else:
-        body = scope.body
+            binding = walker.binding(param, param.arg, BindingKind.PARAMETER, scope)
+            env[param.arg] = frozenset({binding})
+    body: Sequence[ast.stmt] = scope.body
     walker.result.final = walker.block(body, env)
     return walker.result
 
@@ -140,11 +157,11 @@ class _Walker:
 
     def binding(
         self,
-        target: cst.CSTNode,
+        target: ast.AST,
         key: str,
         kind: BindingKind,
-        statement: cst.CSTNode,
-        value: cst.BaseExpression | None = None,
+        statement: ast.AST,
+        value: ast.expr | None = None,
         path: tuple[int, ...] = (),
     ) -> Binding:
         """The one Binding object for this site, so that loop passes reach a fixpoint."""
@@ -153,112 +170,110 @@ class _Walker:
             self._bindings[memo] = Binding(key, kind, statement, target, value, path)
         return self._bindings[memo]
 
-    def block(self, statements: Sequence[cst.CSTNode], env: ReachingEnv) -> ReachingEnv:
+    def block(self, statements: Sequence[ast.stmt], env: ReachingEnv) -> ReachingEnv:
         for statement in statements:
             env = self.statement(statement, env)
         return env
 
-    def statement(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
+    def statement(self, node: ast.stmt, env: ReachingEnv) -> ReachingEnv:
         self.result.before[node] = env
         self.result.order.setdefault(node, len(self.result.order))
-        kind = type(node)  # the commonest first, by class: `isinstance` goes through the ABC
+        kind = type(node)  # the commonest first, by class
         if kind in _SMALL_STATEMENTS:
             env = self.small_statement(node, env)
             return self.walrus_bindings(node, env, node)
-        if kind is cst.SimpleStatementLine:
-            return self.block(node.body, env)  # type: ignore[attr-defined]
-        if isinstance(node, (cst.If, cst.While)):
-            env = self.walrus_bindings(node.test, env, node)
-        if isinstance(node, cst.If):
-            taken = self.block(node.body.body, env)
-            other = self.statement(node.orelse, env) if node.orelse is not None else env
+        if kind is ast.If or kind is ast.While:
+            env = self.walrus_bindings(node.test, env, node)  # type: ignore[attr-defined]
+        if kind is ast.If:
+            taken = self.block(node.body, env)  # type: ignore[attr-defined]
+            other = self.block(node.orelse, env)  # type: ignore[attr-defined]
             return _join(taken, other)
-        if isinstance(node, cst.Else):
-            return self.block(node.body.body, env)
-        if isinstance(node, (cst.For, cst.While)):
-            return self.loop(node, env)
-        if isinstance(node, cst.With):
-            for item in node.items:
-                if item.asname is not None:
-                    env = self.bind(item.asname.name, None, BindingKind.OTHER, node, env)
-            return self.block(node.body.body, env)
-        if isinstance(node, cst.Try):
-            return self.try_statement(node, env)
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            return self.bind(node.name, None, BindingKind.OTHER, node, env)
+        if kind is ast.For or kind is ast.AsyncFor or kind is ast.While:
+            return self.loop(node, env)  # type: ignore[arg-type]
+        if kind is ast.With or kind is ast.AsyncWith:
+            for item in node.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    env = self.bind(item.optional_vars, None, BindingKind.OTHER, node, env)
+            return self.block(node.body, env)  # type: ignore[attr-defined]
+        if kind is ast.Try or kind is getattr(ast, "TryStar", ast.Try):
+            return self.try_statement(node, env)  # type: ignore[arg-type]
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+            return self.bind_name(node, node.name, node, env)  # type: ignore[attr-defined]
         env = self.small_statement(node, env)
         return self.walrus_bindings(node, env, node)
 
-    def small_statement(self, node: cst.CSTNode, env: ReachingEnv) -> ReachingEnv:
-        kind = type(node)  # final classes: `is`, not the ABC's check
-        if kind is cst.Expr:
+    def small_statement(self, node: ast.stmt, env: ReachingEnv) -> ReachingEnv:
+        kind = type(node)
+        if kind is ast.Expr:
             return env
-        if kind is cst.Assign:
+        if kind is ast.Assign:
             for target in node.targets:  # type: ignore[attr-defined]
-                env = self.bind(target.target, node.value, BindingKind.ASSIGN, node, env)  # type: ignore[attr-defined]
+                env = self.bind(target, node.value, BindingKind.ASSIGN, node, env)  # type: ignore[attr-defined]
             return env
-        if kind is cst.AnnAssign and node.value is not None:  # type: ignore[attr-defined]
+        if kind is ast.AnnAssign and node.value is not None:  # type: ignore[attr-defined]
             return self.bind(node.target, node.value, BindingKind.ASSIGN, node, env)  # type: ignore[attr-defined]
-        if kind is cst.AugAssign:
+        if kind is ast.AugAssign:
             return self.bind(node.target, node.value, BindingKind.AUGMENTED, node, env)  # type: ignore[attr-defined]
-        if (kind is cst.Import or kind is cst.ImportFrom) and not isinstance(
-            node.names,  # type: ignore[attr-defined]
-            cst.ImportStar,
-        ):
-            for alias in node.names:
-                bound = alias.asname.name if alias.asname is not None else alias.name
-                while isinstance(bound, cst.Attribute):  # `import a.b` binds `a`
-                    bound = bound.value
-                env = self.bind(bound, None, BindingKind.OTHER, node, env)
+        if kind is ast.Import or kind is ast.ImportFrom:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name == "*":
+                    return env  # `from m import *`
+                # `import a.b` binds `a`
+                bound = alias.asname if alias.asname is not None else alias.name.split(".")[0]
+                env = self.bind_name(alias, bound, node, env)
             return env
-        if isinstance(node, cst.Del):
-            return self.bind(node.target, None, BindingKind.OTHER, node, env)
-        if isinstance(node, (cst.Global, cst.Nonlocal)):
-            for item in node.names:
-                env = self.bind(item.name, None, BindingKind.OTHER, node, env)
+        if kind is ast.Delete:
+            for target in node.targets:  # type: ignore[attr-defined]
+                env = self.bind(target, None, BindingKind.OTHER, node, env)
+            return env
+        if kind is ast.Global or kind is ast.Nonlocal:
+            for name in node.names:  # type: ignore[attr-defined]
+                env = self.bind_name(node, name, node, env)
         return env
 
-    def loop(self, node: cst.For | cst.While, env: ReachingEnv) -> ReachingEnv:
+    def loop(self, node: ast.For | ast.AsyncFor | ast.While, env: ReachingEnv) -> ReachingEnv:
         current = env
         while True:
             start = current
-            if isinstance(node, cst.For):
-                start = self.bind(node.target, node.iter, BindingKind.LOOP_TARGET, node, start)
-            widened = _join(current, self.block(node.body.body, start))
+            if type(node) is not ast.While:
+                start = self.bind(node.target, node.iter, BindingKind.LOOP_TARGET, node, start)  # type: ignore[union-attr]
+            widened = _join(current, self.block(node.body, start))
             if widened == current:
                 break
             current = widened
-        if node.orelse is not None:
-            current = self.block(node.orelse.body.body, current)
-        return current
+        return self.block(node.orelse, current)
 
-    def try_statement(self, node: cst.Try, env: ReachingEnv) -> ReachingEnv:
-        merged = _join(env, self.block(node.body.body, env))
+    def try_statement(self, node: ast.Try, env: ReachingEnv) -> ReachingEnv:
+        merged = _join(env, self.block(node.body, env))
         for handler in node.handlers:
             start = merged
             if handler.name is not None:
-                start = self.bind(handler.name.name, None, BindingKind.OTHER, handler, merged)
-            merged = _join(merged, self.block(handler.body.body, start))
-        if node.orelse is not None:
-            merged = _join(merged, self.block(node.orelse.body.body, merged))
-        if node.finalbody is not None:
-            merged = self.block(node.finalbody.body.body, merged)
-        return merged
+                start = self.bind_name(handler, handler.name, handler, merged)
+            merged = _join(merged, self.block(handler.body, start))
+        if node.orelse:
+            merged = _join(merged, self.block(node.orelse, merged))
+        return self.block(node.finalbody, merged)
 
-    def walrus_bindings(
-        self, node: cst.CSTNode, env: ReachingEnv, statement: cst.CSTNode
-    ) -> ReachingEnv:
-        """`(x := value)` in a small statement or an `if` / `while` test binds `x`."""
+    def walrus_bindings(self, node: ast.AST, env: ReachingEnv, statement: ast.AST) -> ReachingEnv:
+        """`(x := value)` in a simple statement or an `if` / `while` test binds `x`."""
         for walrus in self.named_expressions.under(node):
             env = self.bind(walrus.target, walrus.value, BindingKind.ASSIGN, statement, env)
         return env
 
+    def bind_name(
+        self, holder: ast.AST, name: str, statement: ast.AST, env: ReachingEnv
+    ) -> ReachingEnv:
+        """A name `ast` spells as a string (a `def`, an import, `except ... as name`, `global`):
+        bound as OTHER, its target the node that holds it."""
+        binding = self.binding(holder, name, BindingKind.OTHER, statement)
+        return {**env, name: frozenset({binding})}
+
     def bind(
         self,
-        target: cst.BaseExpression,
-        value: cst.BaseExpression | None,
+        target: ast.expr,
+        value: ast.expr | None,
         kind: BindingKind,
-        statement: cst.CSTNode,
+        statement: ast.AST,
         env: ReachingEnv,
         path: tuple[int, ...] = (),
     ) -> ReachingEnv:
@@ -266,11 +281,11 @@ class _Walker:
         if key is not None:
             binding = self.binding(target, key, kind, statement, value, path)
             return {**env, key: frozenset({binding})}
-        if isinstance(target, (cst.Tuple, cst.List)):
-            for position, element in enumerate(target.elements):
-                if isinstance(element, cst.StarredElement):
-                    env = self.bind(element.value, None, BindingKind.OTHER, statement, env)
+        if type(target) is ast.Tuple or type(target) is ast.List:
+            for position, element in enumerate(target.elts):  # type: ignore[attr-defined]
+                if type(element) is ast.Starred:
+                    env = self.bind(element.value, None, BindingKind.OTHER, statement, env)  # type: ignore[attr-defined]
                 else:
                     element_path = (*path, position)
-                    env = self.bind(element.value, value, kind, statement, env, element_path)
+                    env = self.bind(element, value, kind, statement, env, element_path)
         return env  # stores into `d[k]` or `obj.attr` bind no name

@@ -4,10 +4,9 @@ consumed as a number, needed as a tensor, or leaves what gradfix can see."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from enum import Enum
-
-import libcst as cst
 
 from codemods.analysis import FileAnalysis, Kind, torch_api
 from codemods.analysis.index import ScopeNode
@@ -51,10 +50,10 @@ class Flow:
     """Where a value goes: how it is used, and the backward calls it reaches."""
 
     uses: set[Use] = field(default_factory=set)
-    backward_calls: list[cst.Call] = field(default_factory=list)
+    backward_calls: list[ast.Call] = field(default_factory=list)
 
 
-def follow_target(analysis: FileAnalysis, target: cst.BaseExpression) -> Flow:
+def follow_target(analysis: FileAnalysis, target: ast.expr | ast.arg) -> Flow:
     """Where a value stored into `target` (`x`, `self.x`, `d[k]`) goes next."""
     follower = _Follower(analysis)
     uses = follower.of_target(target, depth=0)
@@ -68,11 +67,28 @@ def follow_self_attribute(analysis: FileAnalysis, class_name: str, attribute: st
     return Flow(uses, follower.backward_calls)
 
 
-def follow_expression(analysis: FileAnalysis, expression: cst.BaseExpression) -> Flow:
+def follow_expression(analysis: FileAnalysis, expression: ast.expr) -> Flow:
     """Where the value of `expression` goes."""
     follower = _Follower(analysis)
     uses = follower.of_expression(expression, depth=0)
     return Flow(uses, follower.backward_calls)
+
+
+# An argument of a call: an expression in `call.args` (`Starred` for `*xs`) or a `keyword`.
+Argument = ast.expr | ast.keyword
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_CONTAINERS = (ast.List, ast.Tuple, ast.Set)
+_NO_FLOW = (
+    ast.Compare,
+    ast.BoolOp,
+    ast.If,
+    ast.While,
+    ast.Assert,
+    ast.FormattedValue,
+    ast.Expr,
+    ast.Delete,
+)
 
 
 class _Follower:
@@ -81,17 +97,30 @@ class _Follower:
     def __init__(self, analysis: FileAnalysis) -> None:
         self.analysis = analysis
         self._followed: set[object] = set()  # names and attributes already followed
-        self.backward_calls: list[cst.Call] = []
+        self.backward_calls: list[ast.Call] = []
+        # scope -> names it declares `global`/`nonlocal`, gathered when first needed
+        self._declarations: dict[ScopeNode, set[str]] | None = None
 
     def of_name(self, name: str, scope: ScopeNode, depth: int) -> set[Use]:
         if (name, scope) in self._followed:
             return set()
         self._followed.add((name, scope))
         uses: set[Use] = set()
+        if self._declared_outer(name, scope):
+            uses.add(Use.UNKNOWN_CONSUMER)  # `global x`: other scopes read it too
         for occurrence in self.analysis.occurrences(name, scope):
             if self.analysis.is_load(occurrence):
                 uses |= self.of_expression(occurrence, depth + 1)
         return uses
+
+    def _declared_outer(self, name: str, scope: ScopeNode) -> bool:
+        """Whether `scope` declares `name` `global` or `nonlocal`."""
+        if self._declarations is None:
+            self._declarations = {}
+            for declaration in self.analysis.index.of_types(ast.Global, ast.Nonlocal):
+                declared = self._declarations.setdefault(self.analysis.scope_of(declaration), set())
+                declared.update(declaration.names)  # type: ignore[attr-defined]
+        return name in self._declarations.get(scope, ())
 
     def of_self_attribute(self, class_name: str, attribute: str, depth: int) -> set[Use]:
         if (class_name, attribute) in self._followed:
@@ -103,19 +132,21 @@ class _Follower:
                 uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
-    def of_target(self, target: cst.BaseExpression, depth: int) -> set[Use]:
+    def of_target(self, target: ast.expr | ast.arg, depth: int) -> set[Use]:
         """Where a value stored into `target` goes next."""
         scope = self.analysis.scope_of(target)
-        if isinstance(target, cst.Name):
-            return self.of_name(target.value, scope, depth)
-        if isinstance(target, cst.Subscript):
+        if isinstance(target, ast.Name):
+            return self.of_name(target.id, scope, depth)
+        if isinstance(target, ast.arg):  # a parameter: what its function does with it
+            return self.of_name(target.arg, scope, depth)
+        if isinstance(target, ast.Subscript):
             return self.of_target(target.value, depth)
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if isinstance(target, (ast.Tuple, ast.List)):
             uses: set[Use] = set()
-            for element in target.elements:
-                uses |= self.of_target(element.value, depth)
+            for element in target.elts:
+                uses |= self.of_target(_unstarred(element), depth)
             return uses
-        if isinstance(target, cst.StarredElement):
+        if isinstance(target, ast.Starred):
             return self.of_target(target.value, depth)
         key = target_key(target)
         info = self.analysis.class_of(scope)
@@ -123,91 +154,78 @@ class _Follower:
             return self.of_self_attribute(info.name, key[5:], depth)
         return {Use.UNKNOWN_CONSUMER}
 
-    def of_expression(self, node: cst.CSTNode, depth: int = 0) -> set[Use]:
+    def of_expression(self, node: ast.AST, depth: int = 0) -> set[Use]:
         """Where the value of the expression `node` goes."""
         if depth > _MAX_DEPTH:
             return {Use.UNKNOWN_CONSUMER}
         parent = self.analysis.parent(node)
         if parent is None:
             return set()
-        if isinstance(parent, cst.Attribute) and parent.value is node:
+        if isinstance(parent, ast.Attribute) and parent.value is node:
             return self._method_or_attribute(parent, depth)
-        if isinstance(parent, cst.Arg):
+        if isinstance(parent, ast.Call) and parent.func is not node:
+            return self._argument(parent, node, depth)  # type: ignore[arg-type]
+        if isinstance(parent, ast.keyword):
             call = self.analysis.parent(parent)
-            if isinstance(call, cst.Call):
+            if isinstance(call, ast.Call):
                 return self._argument(call, parent, depth)
-            return {Use.UNKNOWN_CONSUMER}
-        if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)) and self._no_grad(node):
+            return {Use.UNKNOWN_CONSUMER}  # `class C(metaclass=M)`
+        if isinstance(parent, ast.Starred) and isinstance(self.analysis.parent(parent), ast.Call):
+            return self._argument(self.analysis.parent(parent), parent, depth)  # type: ignore[arg-type]
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp)) and self._no_grad(node):
             return {Use.NEEDS_TENSOR}
-        if isinstance(
-            parent,
-            (
-                cst.BinaryOperation,
-                cst.UnaryOperation,
-                cst.IfExp,
-                cst.Element,
-                cst.List,
-                cst.Tuple,
-                cst.Set,
-                cst.StarredElement,
-                cst.DictElement,
-                cst.Dict,
-            ),
-        ):
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Starred)):
             return self.of_expression(parent, depth + 1)
-        if isinstance(parent, cst.Subscript):
+        if isinstance(parent, _CONTAINERS):
+            # two steps for an item (container, element), one for a starred item, as before
+            step = 1 if type(node) is ast.Starred else 2
+            return self.of_expression(parent, depth + step)
+        if isinstance(parent, ast.Dict):
+            if any(key is None and value is node for key, value in _entries(parent)):
+                return {Use.UNKNOWN_CONSUMER}  # `{**d}`
+            return self.of_expression(parent, depth + 2)
+        if isinstance(parent, ast.Subscript):
             return self.of_expression(parent, depth + 1) if parent.value is node else set()
-        if isinstance(
-            parent,
-            (
-                cst.Comparison,
-                cst.ComparisonTarget,
-                cst.BooleanOperation,
-                cst.If,
-                cst.While,
-                cst.Assert,
-                cst.FormattedStringExpression,
-                cst.Expr,
-                cst.Index,
-                cst.SubscriptElement,
-                cst.Del,
-            ),
-        ):
+        if isinstance(parent, _NO_FLOW):
             return set()
-        if isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+        if isinstance(parent, ast.AnnAssign) and parent.annotation is node:
+            return {Use.UNKNOWN_CONSUMER}  # an annotation (LibCST wrapped it in a node)
+        if (isinstance(parent, ast.Assign) and parent.value is not node) or isinstance(
+            parent, (ast.AugAssign, ast.AnnAssign)
+        ):
             return set()  # stored into (`d[k] = ...`, `d[k] += 1`): nothing flows out
-        if isinstance(parent, cst.Return):
+        if isinstance(parent, ast.Return):
             return self._returned(node, depth)
-        if isinstance(parent, (cst.Yield, cst.Await, cst.Lambda)):
-            return {Use.RETURNED_UNSEEN}
-        if isinstance(parent, cst.Assign) and parent.value is node:
+        if isinstance(parent, (ast.Yield, ast.Await, ast.Lambda)):
+            return {Use.RETURNED_UNSEEN}  # (`yield from x` is an unknown consumer, as before)
+        if isinstance(parent, ast.Assign) and parent.value is node:
             uses: set[Use] = set()
             for target in parent.targets:
-                uses |= self.of_target(_graph_part(node, target.target), depth + 1)
+                uses |= self.of_target(_graph_part(node, target), depth + 1)
             return uses
-        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.value is node:
+        if isinstance(parent, (ast.AugAssign, ast.AnnAssign)) and parent.value is node:
             return self.of_target(parent.target, depth + 1)
         if (
-            isinstance(parent, (cst.For, cst.CompFor))
+            isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension))
             and parent.iter is node
-            and self.analysis.value_of(node).kind is Kind.DICT
+            and self.analysis.value_of(node).kind is Kind.DICT  # type: ignore[arg-type]
         ):
             return set()  # iterating a dict gives its keys, not what it stores
-        if isinstance(parent, cst.For) and parent.iter is node:
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
             return self.of_target(parent.target, depth + 1)
-        if isinstance(parent, cst.CompFor) and parent.iter is node:
+        if isinstance(parent, ast.comprehension) and parent.iter is node:
             return self._comprehension(parent, depth)
         if _element_of(parent, node):
             return self.of_expression(parent, depth + 1)  # the elements flow on
         return {Use.UNKNOWN_CONSUMER}
 
     # -- the cases ----------------------------------------------------------------------
-    def _method_or_attribute(self, attribute: cst.Attribute, depth: int) -> set[Use]:
-        name = attribute.attr.value
+    def _method_or_attribute(self, attribute: ast.Attribute, depth: int) -> set[Use]:
+        name = attribute.attr
         call = self.analysis.parent(attribute)
-        called = isinstance(call, cst.Call) and call.func is attribute
+        called = isinstance(call, ast.Call) and call.func is attribute
         if name == "backward":
-            if isinstance(call, cst.Call):
+            if isinstance(call, ast.Call):
                 self.backward_calls.append(call)
             return {Use.DIFFERENTIATED}
         if called and name in _MUTATING_METHODS:
@@ -219,29 +237,32 @@ class _Follower:
         result = call if called else attribute
         return {Use.NEEDS_TENSOR} | self.of_expression(result, depth + 1)  # type: ignore[arg-type]
 
-    def _argument(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use]:
+    def _argument(self, call: ast.Call, arg: Argument, depth: int) -> set[Use]:
         func = call.func
         qualified = self.analysis.qualified_name(func) or ""
         if qualified in torch_api.AUTOGRAD_FUNCTIONS or (
-            isinstance(func, cst.Attribute) and func.attr.value == "backward"
+            isinstance(func, ast.Attribute) and func.attr == "backward"
         ):
             self.backward_calls.append(call)
             return {Use.DIFFERENTIATED}
         head = qualified.split(".")[0] if qualified else ""
-        simple = func.value if isinstance(func, cst.Name) else None
+        simple = func.id if isinstance(func, ast.Name) else None
         if simple in torch_api.NUMERIC_CONSUMERS or head in ("math", "numpy", "statistics"):
             return set()
-        if isinstance(func, cst.Attribute) and func.attr.value in _MUTATING_METHODS:
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATING_METHODS:
             # `xs.append(v)`, `d.setdefault(k, []).append(v)`: v goes where xs (d) goes
             return self.of_target(through_setdefault(func.value), depth + 1)
         if self._dict_lookup(func):
             # `d.get(key, default)`: the key is only hashed; the default may be the result.
-            return set() if call.args[0] is arg else self.of_expression(call, depth + 1)
-        if simple in _ITERATING_BUILTINS and self.analysis.value_of(arg.value).kind is Kind.DICT:
+            return set() if _first_argument(call) is arg else self.of_expression(call, depth + 1)
+        if (
+            simple in _ITERATING_BUILTINS
+            and self.analysis.value_of(_argument_value(arg)).kind is Kind.DICT
+        ):
             return set()  # `zip(d, ...)`, `enumerate(d)`: iterating a dict gives its keys
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
-        if isinstance(func, cst.Attribute) and func.attr.value in torch_api.LOGGING_METHODS:
+        if isinstance(func, ast.Attribute) and func.attr in torch_api.LOGGING_METHODS:
             return set()
         if head == "torch":
             if self._no_grad(call):
@@ -257,46 +278,46 @@ class _Follower:
             return local
         return {Use.UNKNOWN_CONSUMER} | self.of_expression(call, depth + 1)
 
-    def _no_grad(self, node: cst.CSTNode) -> bool:
+    def _no_grad(self, node: ast.AST) -> bool:
         """Whether `node` is evaluated with grad disabled (`with torch.no_grad():`, a
         `@torch.no_grad()` function): what an operation makes there carries no graph."""
         return self.analysis.statement_of(node) is not None and not self.analysis.grad_enabled(node)
 
-    def _dict_lookup(self, func: cst.BaseExpression) -> bool:
+    def _dict_lookup(self, func: ast.expr) -> bool:
         return (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "get"
+            isinstance(func, ast.Attribute)
+            and func.attr == "get"
             and self.analysis.value_of(func.value).kind is Kind.DICT
         )
 
-    def _into_local_function(self, call: cst.Call, arg: cst.Arg, depth: int) -> set[Use] | None:
+    def _into_local_function(self, call: ast.Call, arg: Argument, depth: int) -> set[Use] | None:
         """Follow an argument into a function of this file: its uses there, and, when the
         function returns it, the uses of the call's result."""
         callee = self.analysis.value_of(call.func)
         function = self.analysis.function_named(callee)
-        if function is None or arg.keyword is not None or arg.star:
+        if function is None or isinstance(arg, (ast.keyword, ast.Starred)):
             return None
-        params = list(function.params.posonly_params) + list(function.params.params)
-        position = [a for a in call.args if a.keyword is None].index(arg)
+        params = list(function.args.posonlyargs) + list(function.args.args)
+        position = next(i for i, passed in enumerate(call.args) if passed is arg)
         if position >= len(params):
             return None
-        inner = self.of_name(params[position].name.value, function, depth + 1)
+        inner = self.of_name(params[position].arg, function, depth + 1)
         if Use.RETURNED_UNSEEN in inner:
             inner.discard(Use.RETURNED_UNSEEN)
             inner |= self.of_expression(call, depth + 1)
         return inner
 
-    def _returned(self, node: cst.CSTNode, depth: int) -> set[Use]:
+    def _returned(self, node: ast.AST, depth: int) -> set[Use]:
         """A returned value goes wherever the function's callers in this file put it."""
         function = self.analysis.scope_of(node)
-        if not isinstance(function, cst.FunctionDef):
+        if not isinstance(function, _FUNCTIONS):
             return {Use.RETURNED_UNSEEN}
         calls = [
             call
-            for call in self.analysis.index.calls_by_name.get(function.name.value, [])
+            for call in self.analysis.index.calls_by_name.get(function.name, [])
             if not self._tensor_method_call(call)
         ]
-        if function.name.value == "forward":
+        if function.name == "forward":
             calls += self.analysis.module_calls(self.analysis.class_of(function))
         if not calls:
             return {Use.RETURNED_UNSEEN}
@@ -305,82 +326,106 @@ class _Follower:
             uses |= self.of_expression(call, depth + 1)
         return uses
 
-    def _tensor_method_call(self, call: cst.Call) -> bool:
+    def _tensor_method_call(self, call: ast.Call) -> bool:
         """`x.mean()` on a proven tensor: never a call of the file's own `mean` method."""
         func = call.func
         return (
-            isinstance(func, cst.Attribute)
+            isinstance(func, ast.Attribute)
             and self.analysis.value_of(func.value).kind is Kind.TENSOR
         )
 
-    def _comprehension(self, comp_for: cst.CompFor, depth: int) -> set[Use]:
+    def _comprehension(self, generator: ast.comprehension, depth: int) -> set[Use]:
         """What the comprehension does with its target names (`x`, or `k, v` over
         `d.items()`); what it makes of them flows on with its result (`_element_of`)."""
-        comprehension = self.analysis.parent(comp_for)
-        names = _target_names(comp_for.target)
+        comprehension = self.analysis.parent(generator)
+        names = _target_names(generator.target)
         if names is None or comprehension is None:
             return {Use.UNKNOWN_CONSUMER}
         uses: set[Use] = set()
+        # As with LibCST's nested `CompFor`s: the names are looked for in the whole
+        # comprehension for its first `for`, and for a later `for` only in the `for`s from
+        # the one before it on (its target, iterable and conditions), not in `elt`.
+        generators: list[ast.comprehension] = comprehension.generators  # type: ignore[attr-defined]
+        position = next(i for i, other in enumerate(generators) if other is generator)
+        if position == 0:
+            nodes = self.analysis.descendants(comprehension)
+        else:
+            nodes = [n for g in generators[position - 1 :] for n in self.analysis.descendants(g)]
         for target in names:
-            finder = _NameFinder(target.value)
-            comprehension.visit(finder)
-            for occurrence in finder.found:
-                if occurrence is not target:
+            for occurrence in nodes:
+                if (
+                    type(occurrence) is ast.Name
+                    and occurrence.id == target.id  # type: ignore[attr-defined]
+                    and occurrence is not target
+                ):
                     uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
 
-def _target_names(target: cst.BaseExpression) -> list[cst.Name] | None:
+def _unstarred(node: ast.expr) -> ast.expr:
+    """`x` for `*x` (a starred element of a target or a display), else the node itself."""
+    return node.value if type(node) is ast.Starred else node  # type: ignore[attr-defined]
+
+
+def _argument_value(arg: Argument) -> ast.expr:
+    """The expression an argument passes (`xs` for `*xs`, `v` for `k=v` and `**v`)."""
+    if type(arg) is ast.keyword or type(arg) is ast.Starred:
+        return arg.value  # type: ignore[union-attr]
+    return arg  # type: ignore[return-value]
+
+
+def _first_argument(call: ast.Call) -> Argument | None:
+    """The first argument of `call`, positional ones first."""
+    if call.args:
+        return call.args[0]
+    return call.keywords[0] if call.keywords else None
+
+
+def _entries(node: ast.Dict) -> zip[tuple[ast.expr | None, ast.expr]]:
+    return zip(node.keys, node.values, strict=True)
+
+
+def _target_names(target: ast.expr) -> list[ast.Name] | None:
     """The names a comprehension's `for` binds (`x`, `k, v`), None for other targets."""
-    if isinstance(target, cst.Name):
+    if isinstance(target, ast.Name):
         return [target]
-    if isinstance(target, (cst.Tuple, cst.List)) and all(
-        isinstance(element.value, cst.Name) for element in target.elements
+    if isinstance(target, (ast.Tuple, ast.List)) and all(
+        isinstance(_unstarred(element), ast.Name) for element in target.elts
     ):
-        return [element.value for element in target.elements]  # type: ignore[misc]
+        return [_unstarred(element) for element in target.elts]  # type: ignore[misc]
     return None
 
 
-def _element_of(comprehension: cst.CSTNode, node: cst.CSTNode) -> bool:
+def _element_of(comprehension: ast.AST, node: ast.AST) -> bool:
     """Whether `node` is what `comprehension` makes of each element (its `elt`, or a dict
     comprehension's key or value)."""
-    if isinstance(comprehension, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+    if isinstance(comprehension, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
         return comprehension.elt is node
-    if isinstance(comprehension, cst.DictComp):
-        return node in (comprehension.key, comprehension.value)
+    if isinstance(comprehension, ast.DictComp):
+        return node is comprehension.key or node is comprehension.value
     return False
 
 
-def through_setdefault(receiver: cst.BaseExpression) -> cst.BaseExpression:
+def through_setdefault(receiver: ast.expr) -> ast.expr:
     """`d` for `d.setdefault(k, [])`: what an append to that result stores into."""
     if (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value == "setdefault"
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "setdefault"
     ):
         return receiver.func.value
     return receiver
 
 
-def _graph_part(value: cst.CSTNode, target: cst.BaseExpression) -> cst.BaseExpression:
+def _graph_part(value: ast.AST, target: ast.expr) -> ast.expr:
     """In `values, indices = x.topk(k)` (`sort`, `max(dim)`, ...) only `values` can carry a
     graph: the indices are integers."""
     if (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value in _VALUES_AND_INDICES
-        and isinstance(target, (cst.Tuple, cst.List))
-        and len(target.elements) == 2
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _VALUES_AND_INDICES
+        and isinstance(target, (ast.Tuple, ast.List))
+        and len(target.elts) == 2
     ):
-        return target.elements[0].value
+        return _unstarred(target.elts[0])
     return target
-
-
-class _NameFinder(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found: list[cst.Name] = []
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.found.append(node)

@@ -3,55 +3,46 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 
-def dotted_name(node: cst.BaseExpression) -> str | None:
+def dotted_name(node: ast.AST | None) -> str | None:
     """`a.b.c` as a string, or None when the expression is not a plain dotted name."""
-    kind = type(node)  # LibCST's node classes are final: `is` spares the ABC's isinstance
-    if kind is cst.Name:
-        return node.value  # type: ignore[attr-defined]
-    if kind is cst.Attribute:
-        base = dotted_name(node.value)  # type: ignore[attr-defined]
-        return f"{base}.{node.attr.value}" if base else None  # type: ignore[attr-defined]
+    kind = type(node)  # nobody subclasses the ast classes: `is` spares `isinstance`
+    if kind is ast.Name:
+        return node.id  # type: ignore[union-attr]
+    if kind is ast.Attribute:
+        base = dotted_name(node.value)  # type: ignore[union-attr]
+        return f"{base}.{node.attr}" if base else None  # type: ignore[union-attr]
     return None
 
 
-def import_aliases(module: cst.Module) -> dict[str, str]:
+def import_aliases(module: ast.Module) -> dict[str, str]:
     """Local name -> qualified name for the module-level imports of `module`."""
     aliases: dict[str, str] = {}
     for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    name = dotted_name(alias.name)
-                    if name is None:
-                        continue
-                    if alias.asname is not None:
-                        local = dotted_name(alias.asname.name)
-                        if local:
-                            aliases[local] = name
-                    else:
-                        top = name.split(".")[0]
-                        aliases[top] = top
-            elif isinstance(small, cst.ImportFrom) and small.relative == ():
-                base = dotted_name(small.module) if small.module else None
-                if base is None or isinstance(small.names, cst.ImportStar):
-                    continue
-                for alias in small.names:
-                    name = dotted_name(alias.name)
-                    if name is None:
-                        continue
-                    local = name
-                    if alias.asname is not None:
-                        local = dotted_name(alias.asname.name) or name
-                    aliases[local] = f"{base}.{name}"
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                name = alias.name
+                if alias.asname is not None:
+                    aliases[alias.asname] = name
+                else:
+                    top = name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0:
+            base = statement.module
+            if base is None:
+                continue
+            for alias in statement.names:
+                name = alias.name
+                if name == "*":
+                    break  # `from m import *`
+                local = alias.asname if alias.asname is not None else name
+                aliases[local] = f"{base}.{name}"
     return aliases
 
 
-def qualify(node: cst.BaseExpression, aliases: dict[str, str]) -> str | None:
+def qualify(node: ast.AST, aliases: dict[str, str]) -> str | None:
     """The qualified name `node` spells through the file's imports (`nn.Linear` ->
     `torch.nn.Linear`), or None when its first part is not an imported name."""
     name = dotted_name(node)

@@ -1,57 +1,66 @@
-"""One pass over the tree that indexes what the analyses look up: each node's parent, the
-scopes (module, functions, methods), classes, and where names and `self.x` attributes occur."""
+"""One pass over the tree that indexes what the analyses look up: each node's parent (and the
+parent's field that holds it), the scopes (module, functions, methods), classes, and where
+names and `self.x` attributes occur."""
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
+from dataclasses import field as _field
 from itertools import repeat
-from operator import attrgetter
-
-import libcst as cst
 
 from codemods.analysis.imports import dotted_name
-from codemods.cst_speedups import NODE_CLASSES
 
-ScopeNode = cst.Module | cst.FunctionDef
+ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
+FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+Loop = ast.For | ast.AsyncFor | ast.While
 
 
 @dataclass
 class ClassInfo:
     name: str
-    node: cst.ClassDef
-    bases: list[cst.BaseExpression]
-    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    node: ast.ClassDef
+    bases: list[ast.expr]
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = _field(default_factory=dict)
 
 
 @dataclass
 class Index:
-    parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    parents: dict[ast.AST, ast.AST] = _field(default_factory=dict)
+    # The name of the parent's field that holds each node (`"body"`, `"orelse"`, `"test"`,
+    # `"args"`, ...): with `parents`, a statement's block is `(parent, field)`.
+    field: dict[ast.AST, str] = _field(default_factory=dict)
     # Pre-order position of each node, and the position after its last descendant: `a`
     # contains `b` when start[a] <= start[b] and end[b] <= end[a]; source order is start order.
-    order: list[cst.CSTNode] = field(default_factory=list)  # every node, in source order
-    start: dict[cst.CSTNode, int] = field(default_factory=dict)
-    end: dict[cst.CSTNode, int] = field(default_factory=dict)
-    scope_of: dict[cst.CSTNode, ScopeNode] = field(default_factory=dict)  # for Name/Attribute
+    order: list[ast.AST] = _field(default_factory=list)  # every node, in source order
+    start: dict[ast.AST, int] = _field(default_factory=dict)
+    end: dict[ast.AST, int] = _field(default_factory=dict)
+    scope_of: dict[ast.AST, ScopeNode] = _field(default_factory=dict)  # for Name/Attribute
     # scope -> name -> its Name nodes in that scope (nested functions not included)
-    names: dict[ScopeNode, dict[str, list[cst.Name]]] = field(
+    names: dict[ScopeNode, dict[str, list[ast.Name]]] = _field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
     )
     # class name -> attribute -> `self.<attribute>` nodes in that class's methods
-    self_attributes: dict[str, dict[str, list[cst.Attribute]]] = field(
+    self_attributes: dict[str, dict[str, list[ast.Attribute]]] = _field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
     )
-    classes: dict[str, ClassInfo] = field(default_factory=dict)
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)  # module level
-    class_of: dict[cst.FunctionDef, str] = field(default_factory=dict)  # method -> class name
-    enclosing_function: dict[cst.FunctionDef, ScopeNode] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = _field(default_factory=dict)
+    # module level
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = _field(default_factory=dict)
+    # method -> class name
+    class_of: dict[ast.FunctionDef | ast.AsyncFunctionDef, str] = _field(default_factory=dict)
+    enclosing_function: dict[ast.FunctionDef | ast.AsyncFunctionDef, ScopeNode] = _field(
+        default_factory=dict
+    )
     # callee name (function name, or method name for `x.name(...)`) -> calls
-    calls_by_name: dict[str, list[cst.Call]] = field(default_factory=lambda: defaultdict(list))
+    calls_by_name: dict[str, list[ast.Call]] = _field(default_factory=lambda: defaultdict(list))
     # node class -> its nodes, in source order (`of_types`)
-    by_type: dict[type, list[cst.CSTNode]] = field(default_factory=lambda: defaultdict(list))
+    by_type: dict[type, list[ast.AST]] = _field(default_factory=lambda: defaultdict(list))
 
-    def of_types(self, *kinds: type[cst.CSTNode]) -> list[cst.CSTNode]:
+    def of_types(self, *kinds: type[ast.AST]) -> list[ast.AST]:
         """The nodes of these (concrete) classes, in source order: what a rule looking for a
         few kinds of statements reads instead of every node of the file."""
         if len(kinds) == 1:
@@ -61,74 +70,132 @@ class Index:
         return nodes
 
 
-# Fields that hold only whitespace and punctuation: the index never needs their nodes.
-_SKIPPED_FIELD_PREFIXES = ("whitespace", "leading_lines", "lines_after_decorators", "lpar", "rpar")
+# Fields that never hold a node the index records: identifiers and flags (`Name.id`,
+# `Attribute.attr`, `FunctionDef.name`, ...), and the contexts and operators CPython shares
+# between all the nodes of a tree (one `ast.Load()`, one `ast.Add()`): they are not recorded.
 _SKIPPED_FIELDS = frozenset(
     {
-        "comma",
-        "semicolon",
-        "header",
-        "footer",
-        "equal",
-        "colon",
-        "dot",
-        "star",
-        "asynchronous",
-        "newline",
-        "trailing_whitespace",
-        "indent",
-        "arrow",
+        "ctx",
+        "op",
+        "ops",
+        "id",
+        "attr",
+        "name",
+        "arg",
+        "module",
+        "level",
+        "kind",
+        "type_comment",
+        "type_ignores",
+        "conversion",
+        "is_async",
+        "simple",
+        "asname",
+        "tag",
+        "kwd_attrs",
+        "rest",
     }
 )
-# Field types that hold text, never a node (`Name.value`, `Integer.value`).
-_TEXT_TYPES = frozenset({str, str | None})  # equal to `Optional[str]`, as LibCST writes it
-# Per node class: what reads the fields that may hold nodes, as a tuple, in source order
-# (`_children_of` gives it for a node's class).
-_CHILD_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[object, ...]]] = {}
+# Children of a node, in source order, each with the name of the field that holds it.
+Children = list[tuple[ast.AST, str]]
+# Per node class: the fields that may hold nodes, in source order (`_fields_of`), or a
+# function that lists the children of the classes whose fields interleave in the source
+# (None: not this time, the fields' order will do).
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SPECIAL: dict[type, Callable[[ast.AST], Children | None]] = {}
+_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _children_of(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ...]]:
-    kind = type(node)
-    getter = _CHILD_GETTERS.get(kind)
-    if getter is None:
-        names = tuple(
-            f.name
-            for f in fields(node)
-            if not f.name.startswith(_SKIPPED_FIELD_PREFIXES)
-            and f.name not in _SKIPPED_FIELDS
-            and f.type not in _TEXT_TYPES
-        )
-        if isinstance(node, cst.FunctionDef):  # decorators come first in the source
-            names = ("decorators", *(n for n in names if n != "decorators"))
-        elif isinstance(node, cst.IfExp):  # `body if test else orelse`
+def _fields_of(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = tuple(name for name in kind._fields if name not in _SKIPPED_FIELDS)
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            # decorators come first in the source, then the header, then the body
+            order = ("decorator_list", "type_params", "args", "bases", "keywords", "returns")
+            names = tuple(n for n in order if n in names) + tuple(
+                n for n in names if n not in order
+            )
+        elif kind is ast.IfExp:  # `body if test else orelse`
             names = ("body", "test", "orelse")
-        if len(names) == 1:
-            getter = _one_field(names[0])
-        else:
-            getter = attrgetter(*names) if names else _no_fields
-        _CHILD_GETTERS[kind] = getter
-    return getter
+        elif kind in (ast.Constant, ast.MatchSingleton, ast.Global, ast.Nonlocal):
+            # no node below (`Global.names` are strings)
+            names = ()
+        _FIELDS[kind] = names
+    return names
 
 
-def _one_field(name: str) -> Callable[[cst.CSTNode], tuple[object, ...]]:
-    read = attrgetter(name)
-    return lambda node: (read(node),)
+def _dict_children(node: ast.Dict) -> Children:  # type: ignore[misc]
+    """`{k: v, **d}`: keys and values interleaved (a `None` key stands for `**`)."""
+    children: Children = []
+    for key, value in zip(node.keys, node.values, strict=True):
+        if key is not None:
+            children.append((key, "keys"))
+        children.append((value, "values"))
+    return children
 
 
-def _no_fields(node: cst.CSTNode) -> tuple[object, ...]:
-    return ()
+def _match_mapping_children(node: ast.MatchMapping) -> Children:  # type: ignore[misc]
+    """`case {k: pattern, **rest}`: keys and patterns interleaved."""
+    children: Children = []
+    for key, pattern in zip(node.keys, node.patterns, strict=True):
+        children.append((key, "keys"))
+        children.append((pattern, "patterns"))
+    return children
+
+
+def _arguments_children(node: ast.arguments) -> Children:  # type: ignore[misc]
+    """Parameters with their defaults after them, as the source writes them; the defaults
+    align to the end of `posonlyargs + args`."""
+    children: Children = []
+    positional = [(p, "posonlyargs") for p in node.posonlyargs] + [(p, "args") for p in node.args]
+    first_default = len(positional) - len(node.defaults)
+    for position, (param, name) in enumerate(positional):
+        children.append((param, name))
+        if position >= first_default:
+            children.append((node.defaults[position - first_default], "defaults"))
+    if node.vararg is not None:
+        children.append((node.vararg, "vararg"))
+    for param, default in zip(node.kwonlyargs, node.kw_defaults, strict=True):
+        children.append((param, "kwonlyargs"))
+        if default is not None:
+            children.append((default, "kw_defaults"))
+    if node.kwarg is not None:
+        children.append((node.kwarg, "kwarg"))
+    return children
+
+
+def _call_children(node: ast.Call) -> Children | None:  # type: ignore[misc]
+    """`f(a, k=1, *b)`: a keyword may come before a starred argument. None for the usual
+    call, whose keywords all follow its positional arguments (field order is source order)."""
+    args, keywords = node.args, node.keywords
+    if not (args and keywords and _before(keywords[0], args[-1])):
+        return None
+    mixed: Children = [(arg, "args") for arg in args] + [(k, "keywords") for k in keywords]
+    mixed.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))  # type: ignore[attr-defined]
+    return [(node.func, "func"), *mixed]
+
+
+def _before(a: ast.AST, b: ast.AST) -> bool:
+    return (a.lineno, a.col_offset) < (b.lineno, b.col_offset)  # type: ignore[attr-defined]
+
+
+_SPECIAL[ast.Dict] = _dict_children  # type: ignore[assignment]
+_SPECIAL[ast.MatchMapping] = _match_mapping_children  # type: ignore[assignment]
+_SPECIAL[ast.arguments] = _arguments_children  # type: ignore[assignment]
+_SPECIAL[ast.Call] = _call_children  # type: ignore[assignment]
 
 
 class _Indexer:
-    """Walks the tree by its dataclass fields: several times faster than a LibCST visitor,
-    which rebuilds every node it passes."""
+    """Walks the tree by its fields, iteratively: `ast.walk` and `ast.NodeVisitor` neither
+    give source order nor spare the recursion."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: ast.Module) -> None:
         self.index = Index()
         self.scopes: list[ScopeNode] = [module]
         self.classes: list[ClassInfo | None] = [None]
 
-    def walk(self, root: cst.Module) -> None:
+    def walk(self, root: ast.Module) -> None:
         """Pre-order, iteratively: deeply nested expressions must not hit the recursion limit.
         Positions and parents are kept in lists while walking and made dicts at the end (in C):
         a model library has millions of nodes, and only scopes need a step on the way out."""
@@ -136,41 +203,60 @@ class _Indexer:
         order = index.order
         by_type = index.by_type
         parent_positions: list[int] = []
-        # (node, its parent's position), or (None, what was entered) to leave a scope.
-        pending: list[tuple[cst.CSTNode | None, int | str]] = [(root, -1)]
+        field_names: list[str] = []
+        AST = ast.AST
+        # (node, its parent's position, the parent's field), or (None, what was entered, "")
+        # to leave a scope.
+        pending: list[tuple[ast.AST | None, int | str, str]] = [(root, -1, "")]
+        pop, push, extend = pending.pop, pending.append, pending.extend
+        scope_of = index.scope_of
+        names_of = index.names
+        scopes = self.scopes
         while pending:
-            node, parent_position = pending.pop()
+            node, parent_position, in_field = pop()
             if node is None:
                 if parent_position == "function":
-                    self.scopes.pop()
+                    scopes.pop()
                 self.classes.pop()
                 continue
             position = len(order)
             order.append(node)
             parent_positions.append(parent_position)  # type: ignore[arg-type]
+            field_names.append(in_field)
             kind = type(node)
             by_type[kind].append(node)
+            if kind is ast.Name:
+                # Every `Name` is a variable: parameters are `ast.arg`, and the names of
+                # definitions, attributes, keywords and imports are plain strings.
+                scope = scopes[-1]
+                scope_of[node] = scope
+                names_of[scope][node.id].append(node)  # type: ignore[attr-defined]
+                continue  # `ctx` is its only node, shared: nothing below
             if kind in _ENTERED:
                 parent = order[parent_position] if parent_position >= 0 else None  # type: ignore[index,operator]
-                grandparent = None
-                if kind is cst.FunctionDef and parent is not None:
-                    above = parent_positions[parent_position]  # type: ignore[index]
-                    grandparent = order[above] if above >= 0 else None
-                entered = self.enter(node, parent, grandparent)
+                entered = self.enter(node, parent)
                 if entered is not None:
-                    pending.append((None, entered))
-            getter = _CHILD_GETTERS.get(kind) or _children_of(node)
-            if getter is _no_fields:
-                continue  # a name, a number, a string: no node below
-            children: list[cst.CSTNode] = []
-            for child in getter(node):
-                child_kind = type(child)
-                if child_kind is list or child_kind is tuple:
-                    children.extend(child)  # LibCST's sequence fields hold only nodes
-                elif child_kind in NODE_CLASSES:
-                    children.append(child)  # type: ignore[arg-type]
-            children.reverse()
-            pending.extend(zip(children, repeat(position)))
+                    push((None, entered, ""))
+            special = _SPECIAL.get(kind)
+            if special is not None:
+                found = special(node)
+                if found is not None:
+                    found.reverse()
+                    extend((child, position, name) for child, name in found)  # type: ignore[misc]
+                    continue
+            names = _REVERSED_FIELDS.get(kind)
+            if names is None:
+                names = _REVERSED_FIELDS[kind] = tuple(reversed(_fields_of(kind)))
+            # Children are pushed last first, so that they are popped in source order.
+            for name in names:
+                child = getattr(node, name, None)
+                if child is None:
+                    continue
+                if type(child) is list:
+                    if child:
+                        extend(zip(reversed(child), repeat(position), repeat(name)))
+                elif isinstance(child, AST):
+                    push((child, position, name))
         # A node's subtree ends where its last descendant's does: children come after parents.
         ends = list(range(1, len(order) + 1))
         for position in range(len(order) - 1, 0, -1):
@@ -181,63 +267,46 @@ class _Indexer:
         index.end = dict(zip(order, ends, strict=True))
         parents = [order[position] for position in parent_positions[1:]]
         index.parents = dict(zip(order[1:], parents, strict=True))
+        index.field = dict(zip(order[1:], field_names[1:], strict=True))
 
-    def enter(
-        self, node: cst.CSTNode, parent: cst.CSTNode | None, grandparent: cst.CSTNode | None
-    ) -> str | None:
-        # `type(...) is`: LibCST's node classes are final, and `isinstance` on their ABC
-        # metaclass costs several times more over the millions of nodes of a model library.
+    def enter(self, node: ast.AST, parent: ast.AST | None) -> str | None:
+        # `type(...) is`: nobody subclasses the ast classes, and the test runs for every node.
         scope = self.scopes[-1]
         kind = type(node)
-        if kind is cst.Name:
-            if _is_variable(node, parent):  # type: ignore[arg-type]
-                self.index.scope_of[node] = scope
-                self.index.names[scope][node.value].append(node)  # type: ignore[attr-defined]
-        elif kind is cst.Attribute:
+        if kind is ast.Attribute:
             self.index.scope_of[node] = scope
             owner = self.classes[-1]
             if owner is not None and dotted_name(node.value) == "self":  # type: ignore[attr-defined]
-                self.index.self_attributes[owner.name][node.attr.value].append(node)  # type: ignore[attr-defined]
-        elif kind is cst.Call:
+                self.index.self_attributes[owner.name][node.attr].append(node)  # type: ignore[attr-defined]
+        elif kind is ast.Call:
             callee = node.func  # type: ignore[attr-defined]
-            if type(callee) is cst.Name:
-                self.index.calls_by_name[callee.value].append(node)
-            elif type(callee) is cst.Attribute:
-                self.index.calls_by_name[callee.attr.value].append(node)
-        elif kind is not cst.FunctionDef and kind is not cst.ClassDef:
-            return None
-        elif isinstance(node, cst.FunctionDef):
-            self.index.enclosing_function[node] = scope
+            if type(callee) is ast.Name:
+                self.index.calls_by_name[callee.id].append(node)  # type: ignore[arg-type]
+            elif type(callee) is ast.Attribute:
+                self.index.calls_by_name[callee.attr].append(node)  # type: ignore[arg-type]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self.index.enclosing_function[node] = scope  # type: ignore[index]
             owner = self.classes[-1]
-            if owner is not None and grandparent is owner.node:  # in the class's body
-                owner.methods.setdefault(node.name.value, node)
-                self.index.class_of[node] = owner.name
-            elif isinstance(scope, cst.Module) and owner is None:
-                self.index.functions.setdefault(node.name.value, node)
-            self.scopes.append(node)
+            if owner is not None and parent is owner.node:  # in the class's body
+                owner.methods.setdefault(node.name, node)  # type: ignore[attr-defined,arg-type]
+                self.index.class_of[node] = owner.name  # type: ignore[index]
+            elif type(scope) is ast.Module and owner is None:
+                self.index.functions.setdefault(node.name, node)  # type: ignore[attr-defined,arg-type]
+            self.scopes.append(node)  # type: ignore[arg-type]
             self.classes.append(owner)
             return "function"
-        elif isinstance(node, cst.ClassDef):
-            info = ClassInfo(node.name.value, node, [arg.value for arg in node.bases])
+        elif kind is ast.ClassDef:
+            info = ClassInfo(node.name, node, list(node.bases))  # type: ignore[attr-defined,arg-type]
             self.index.classes.setdefault(info.name, info)
             self.classes.append(info)
             return "class"
         return None
 
 
-_DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias})
-_ENTERED = frozenset({cst.Name, cst.Attribute, cst.Call, cst.FunctionDef, cst.ClassDef})
+_ENTERED = frozenset({ast.Attribute, ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 
 
-def _is_variable(name: cst.Name, parent: cst.CSTNode | None) -> bool:
-    """Whether `name` names a variable (not an attribute, keyword, or definition's name)."""
-    kind = type(parent)
-    if kind is cst.Attribute or kind is cst.Arg:
-        return parent.value is name  # type: ignore[union-attr]
-    return kind not in _DEFINING
-
-
-def build_index(module: cst.Module) -> Index:
-    indexer = _Indexer(module)
-    indexer.walk(module)
+def build_index(tree: ast.Module) -> Index:
+    indexer = _Indexer(tree)
+    indexer.walk(tree)
     return indexer.index

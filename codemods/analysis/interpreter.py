@@ -8,14 +8,12 @@ anything it cannot follow becomes `UNKNOWN`, and rules never rewrite on `UNKNOWN
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-import libcst as cst
-
 from codemods.analysis import torch_api
-from codemods.analysis.imports import dotted_name
-from codemods.analysis.syntax import keyword_argument
+from codemods.analysis.syntax import is_true, keyword_argument, string_value
 from codemods.analysis.values import (
     FREE_TENSOR,
     NUMBER,
@@ -25,30 +23,66 @@ from codemods.analysis.values import (
     Value,
     container_of,
 )
-from codemods.cst_speedups import node_classes
 
 Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
 
 # Parameters called like this are probably losses; only the unsafe tier may act on that.
 CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
 _LOOP_PASSES = 3
-# `value`'s less common expressions, as sets of classes for `type(node) in ...`.
-_SMALL_STATEMENTS = node_classes(cst.BaseSmallStatement)
-_BINARY = node_classes(cst.BinaryOperation)
-_SUBSCRIPT = node_classes(cst.Subscript)
-_UNARY = node_classes(cst.UnaryOperation)
-_TESTS = node_classes(cst.Comparison, cst.BooleanOperation)
-_TEXT = node_classes(cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+# Statements that bind nothing the environment tracks (`pass`, `import`, `raise`, ...).
+_SIMPLE_STATEMENTS = frozenset(
+    {
+        ast.Pass,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Raise,
+        ast.Global,
+        ast.Nonlocal,
+        ast.Delete,
+        ast.Assert,
+        ast.Break,
+        ast.Continue,
+        ast.Return,
+    }
+)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_FOR_LOOPS = (ast.For, ast.AsyncFor)
+_WITHS = (ast.With, ast.AsyncWith)
 
 
-def target_key(node: cst.BaseExpression) -> str | None:
+def target_key(node: ast.expr) -> str | None:
     """The environment key a store target writes: `x` or `self.x`."""
-    kind = type(node)  # LibCST's node classes are final: `is` spares the ABC's isinstance
-    if kind is cst.Name:
-        return node.value  # type: ignore[attr-defined]
-    if kind is cst.Attribute and dotted_name(node.value) == "self":  # type: ignore[attr-defined]
-        return f"self.{node.attr.value}"  # type: ignore[attr-defined]
+    kind = type(node)  # `is` on the exact class: cheaper than `isinstance` on hot paths
+    if kind is ast.Name:
+        return node.id  # type: ignore[attr-defined]
+    if kind is ast.Attribute:
+        base = node.value  # type: ignore[attr-defined]
+        if type(base) is ast.Name and base.id == "self":
+            return f"self.{node.attr}"  # type: ignore[attr-defined]
     return None
+
+
+def argument_values(call: ast.Call) -> list[ast.expr]:
+    """The expressions passed to `call`, positional (`*xs` as `xs`) then keyword (`**kw` as
+    `kw`): the order of the argument values `Interpreter.call` computes and passes on."""
+    values = [arg.value if type(arg) is ast.Starred else arg for arg in call.args]  # type: ignore[attr-defined]
+    if call.keywords:
+        values.extend(keyword.value for keyword in call.keywords)
+    return values
+
+
+def first_argument(call: ast.Call) -> ast.expr | None:
+    """The first argument's expression (`*xs` as `xs`), keyword arguments included."""
+    if call.args:
+        first = call.args[0]
+        return first.value if type(first) is ast.Starred else first  # type: ignore[attr-defined]
+    if call.keywords:
+        return call.keywords[0].value
+    return None
+
+
+def _argument_count(call: ast.Call) -> int:
+    return len(call.args) + len(call.keywords)
 
 
 def join_envs(left: Env, right: Env) -> Env:
@@ -64,9 +98,9 @@ def join_envs(left: Env, right: Env) -> Env:
 class ScopeFacts:
     """What the interpreter learnt about one scope, keyed by statement node."""
 
-    env_before: dict[cst.CSTNode, Env] = field(default_factory=dict)
-    grad_enabled: dict[cst.CSTNode, bool] = field(default_factory=dict)
-    loop_entry: dict[cst.CSTNode, Env] = field(default_factory=dict)
+    env_before: dict[ast.AST, Env] = field(default_factory=dict)
+    grad_enabled: dict[ast.AST, bool] = field(default_factory=dict)
+    loop_entry: dict[ast.AST, Env] = field(default_factory=dict)
     returned: Value | None = None
     final_env: Env = field(default_factory=dict)
 
@@ -76,14 +110,15 @@ class Interpreter:
 
     def __init__(
         self,
-        qualify: Callable[[cst.BaseExpression], str | None],
+        qualify: Callable[[ast.expr], str | None],
         # (call, callee or receiver, argument values, grad mode, method name) -> result of a
-        # call into this file's functions, classes and methods, or None
-        call_value: Callable[[cst.Call, Value, list[Value], bool, str | None], Value | None],
+        # call into this file's functions, classes and methods, or None. The argument values
+        # are in the order of `argument_values(call)`: positional, then keyword.
+        call_value: Callable[[ast.Call, Value, list[Value], bool, str | None], Value | None],
         lookup_global: Callable[[str], Value],
         # (name, assignment) -> "scalar" / "tensor" when a backward runs on what the
         # assignment stored, before the name is rebound; None otherwise
-        backward_evidence: Callable[[str, cst.CSTNode], str | None],
+        backward_evidence: Callable[[str, ast.stmt], str | None],
         grad_enabled: bool,
     ) -> None:
         self.qualify = qualify
@@ -94,123 +129,116 @@ class Interpreter:
         self.facts = ScopeFacts()
 
     # -- statements -------------------------------------------------------------------
-    def run(self, body: Sequence[cst.BaseStatement], env: Env) -> ScopeFacts:
+    def run(self, body: Sequence[ast.stmt], env: Env) -> ScopeFacts:
         self.facts.final_env = self.block(body, env, self.initial_grad_enabled)
         return self.facts
 
-    def block(self, statements: Sequence[cst.CSTNode], env: Env, grad: bool) -> Env:
+    def block(self, statements: Sequence[ast.stmt], env: Env, grad: bool) -> Env:
         for statement in statements:
             env = self.statement(statement, env, grad)
         return env
 
-    def statement(self, node: cst.CSTNode, env: Env, grad: bool) -> Env:
+    def statement(self, node: ast.stmt, env: Env, grad: bool) -> Env:
         self.facts.env_before[node] = env
         self.facts.grad_enabled[node] = grad
         kind = type(node)  # the commonest statements by `is`, as in `value`
-        if kind is cst.SimpleStatementLine:
-            for small in node.body:  # type: ignore[attr-defined]
-                env = self.statement(small, env, grad)
-            return env
-        if kind is cst.Assign or kind is cst.AnnAssign or kind is cst.AugAssign:
+        if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
             return self.assignment(node, env, grad)  # type: ignore[arg-type]
-        if kind is cst.Expr:
+        if kind is ast.Expr:
             return self.expression_statement(node.value, env, grad)  # type: ignore[attr-defined]
-        if kind is cst.Return and node.value is not None:  # type: ignore[attr-defined]
-            value = self.value(node.value, env, grad)
+        if kind is ast.Return and node.value is not None:  # type: ignore[attr-defined]
+            value = self.value(node.value, env, grad)  # type: ignore[attr-defined]
             returned = self.facts.returned
             self.facts.returned = value if returned is None else returned.join(value)
             return env
-        if kind in _SMALL_STATEMENTS:
+        if kind in _SIMPLE_STATEMENTS:
             return env  # `pass`, `import`, `raise`: nothing the environment tracks
-        if isinstance(node, cst.If):
-            taken = self.block(node.body.body, dict(env), grad)
-            if node.orelse is None:
+        if isinstance(node, ast.If):
+            taken = self.block(node.body, dict(env), grad)
+            if not node.orelse:
                 return join_envs(env, taken)
-            other = self.statement(node.orelse, dict(env), grad)
+            other = self.block(node.orelse, dict(env), grad)  # `else:`, or a lone `elif`
             return join_envs(taken, other)
-        if isinstance(node, cst.Else):
-            return self.block(node.body.body, env, grad)
-        if isinstance(node, (cst.For, cst.While)):
+        if isinstance(node, (*_FOR_LOOPS, ast.While)):
             return self.loop(node, env, grad)
-        if isinstance(node, cst.With):
+        if isinstance(node, _WITHS):
             return self.with_statement(node, env, grad)
-        if isinstance(node, cst.Try):
-            after_body = self.block(node.body.body, dict(env), grad)
+        if isinstance(node, ast.Try):
+            after_body = self.block(node.body, dict(env), grad)
             merged = join_envs(env, after_body)
             for handler in node.handlers:
-                merged = join_envs(merged, self.block(handler.body.body, dict(merged), grad))
-            if node.orelse is not None:
-                merged = join_envs(merged, self.block(node.orelse.body.body, dict(merged), grad))
-            if node.finalbody is not None:
-                merged = self.block(node.finalbody.body.body, merged, grad)
+                merged = join_envs(merged, self.block(handler.body, dict(merged), grad))
+            if node.orelse:
+                merged = join_envs(merged, self.block(node.orelse, dict(merged), grad))
+            if node.finalbody:
+                merged = self.block(node.finalbody, merged, grad)
             return merged
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            kind = Kind.FUNCTION if isinstance(node, cst.FunctionDef) else Kind.CLASS
-            return {**env, node.name.value: Value(Grad.FREE, kind, cls=node.name.value)}
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            kind = Kind.FUNCTION if isinstance(node, _FUNCTIONS) else Kind.CLASS
+            return {**env, node.name: Value(Grad.FREE, kind, cls=node.name)}
         return env
 
-    def loop(self, node: cst.For | cst.While, env: Env, grad: bool) -> Env:
+    def loop(self, node: ast.For | ast.AsyncFor | ast.While, env: Env, grad: bool) -> Env:
         self.facts.loop_entry[node] = env
         current = env
         element = UNKNOWN
-        if isinstance(node, cst.For):
-            iterable = self.value(node.iter, env, grad)
+        is_for = isinstance(node, _FOR_LOOPS)
+        if is_for:
+            iterable = self.value(node.iter, env, grad)  # type: ignore[union-attr]
             if iterable.kind is not Kind.DICT:  # iterating a dict gives its keys
                 element = iterable.element_read()
         for _ in range(_LOOP_PASSES):
             start = dict(current)
-            if isinstance(node, cst.For):
-                start = self.bind(node.target, element, start)
-            after = self.block(node.body.body, start, grad)
+            if is_for:
+                start = self.bind(node.target, element, start)  # type: ignore[union-attr]
+            after = self.block(node.body, start, grad)
             widened = join_envs(current, after)
             if widened == current:
                 break
             current = widened
-        if node.orelse is not None:
-            current = self.block(node.orelse.body.body, dict(current), grad)
+        if node.orelse:
+            current = self.block(node.orelse, dict(current), grad)
         return current
 
-    def with_statement(self, node: cst.With, env: Env, grad: bool) -> Env:
+    def with_statement(self, node: ast.With | ast.AsyncWith, env: Env, grad: bool) -> Env:
         inner_grad = grad
         for item in node.items:
-            inner_grad = self.grad_mode_after(item.item, inner_grad)
-            if item.asname is not None:
-                env = self.bind(item.asname.name, UNKNOWN, env)
-        return self.block(node.body.body, env, inner_grad)
+            inner_grad = self.grad_mode_after(item.context_expr, inner_grad)
+            if item.optional_vars is not None:
+                env = self.bind(item.optional_vars, UNKNOWN, env)
+        return self.block(node.body, env, inner_grad)
 
-    def grad_mode_after(self, context: cst.BaseExpression, grad: bool) -> bool:
+    def grad_mode_after(self, context: ast.expr, grad: bool) -> bool:
         """Grad mode inside `with <context>:`."""
-        callee = context.func if isinstance(context, cst.Call) else context
+        callee = context.func if isinstance(context, ast.Call) else context
         name = self.qualify(callee)
         if torch_api.disables_grad(name):
             return False
         if name in torch_api.GRAD_ENABLING:
             return True
-        if name in torch_api.SET_GRAD_ENABLED and isinstance(context, cst.Call) and context.args:
-            flag = context.args[0].value
-            if isinstance(flag, cst.Name) and flag.value in ("True", "False"):
-                return flag.value == "True"
+        if name in torch_api.SET_GRAD_ENABLED and isinstance(context, ast.Call):
+            flag = first_argument(context)
+            if type(flag) is ast.Constant and type(flag.value) is bool:  # type: ignore[union-attr]
+                return flag.value  # type: ignore[union-attr]
         return grad
 
     def assignment(
         self,
-        node: cst.Assign | cst.AnnAssign | cst.AugAssign,
+        node: ast.Assign | ast.AnnAssign | ast.AugAssign,
         env: Env,
         grad: bool,
     ) -> Env:
-        if type(node) is cst.AugAssign:
+        if type(node) is ast.AugAssign:
             current = self.value(node.target, env, grad)
             value = self.arithmetic(current, self.value(node.value, env, grad), grad)
             return self.bind(node.target, value, env)
         if node.value is None:
             return env
         value = self.value(node.value, env, grad)
-        targets = (
-            [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-        )
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
-            if type(target) is cst.Name and value.grad is not Grad.ATTACHED:
-                evidence = self.backward_evidence(target.value, node)
+            if type(target) is ast.Name and value.grad is not Grad.ATTACHED:
+                evidence = self.backward_evidence(target.id, node)
                 if evidence:
                     value = replace(
                         value,
@@ -218,105 +246,114 @@ class Interpreter:
                         kind=Kind.TENSOR,
                         loss=True,
                         scalar=value.scalar or evidence == "scalar",
-                        evidence=f"`{target.value}.backward()` is called on it",
+                        evidence=f"`{target.id}.backward()` is called on it",
                     )
             env = self.bind(target, value, env)
         return env
 
-    def expression_statement(self, value: cst.BaseExpression, env: Env, grad: bool) -> Env:
+    def expression_statement(self, value: ast.expr, env: Env, grad: bool) -> Env:
         """Calls run for their effect: list appends, in-place detaches, backward evidence."""
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            method = value.func.attr.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            method = value.func.attr
             key = target_key(value.func.value)
             if key is not None and key in env:
                 receiver = env[key]
-                if method == "append" and value.args:
-                    item = self.value(value.args[0].value, env, grad)
+                if method == "append" and (value.args or value.keywords):
+                    item = self.value(first_argument(value), env, grad)  # type: ignore[arg-type]
                     return {**env, key: receiver.storing(item)}
                 if method == "detach_":
                     return {**env, key: replace(receiver, grad=Grad.FREE)}
         self.value(value, env, grad)
         return env
 
-    def bind(self, target: cst.BaseExpression, value: Value, env: Env) -> Env:
+    def bind(self, target: ast.expr, value: Value, env: Env) -> Env:
         env = dict(env)
         key = target_key(target)
         if key is not None:
             env[key] = value
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif isinstance(target, (ast.Tuple, ast.List)):
             part = value.element_read() if value.element is not None else Value(value.grad)
             if value.kind is Kind.DICT:
                 part = UNKNOWN  # unpacking a dict gives its keys
             parts = value.parts
-            if parts is None or len(parts) != len(target.elements):
-                parts = tuple(part for _ in target.elements)
-            for element, element_value in zip(target.elements, parts, strict=True):
-                env = self.bind(element.value, element_value, env)
-        elif isinstance(target, cst.StarredElement):
+            if parts is None or len(parts) != len(target.elts):
+                parts = tuple(part for _ in target.elts)
+            for element, element_value in zip(target.elts, parts, strict=True):
+                # `a, *rest = ...`: `rest` is bound like the other elements
+                inner = element.value if type(element) is ast.Starred else element  # type: ignore[attr-defined]
+                env = self.bind(inner, element_value, env)
+        elif isinstance(target, ast.Starred):
             env = self.bind(target.value, UNKNOWN, env)
-        elif isinstance(target, cst.Subscript):
+        elif isinstance(target, ast.Subscript):
             container = target_key(target.value)
             if container is not None and container in env:
                 env[container] = env[container].storing(value)
         return env
 
     # -- expressions ------------------------------------------------------------------
-    def value(self, node: cst.BaseExpression, env: Env, grad: bool) -> Value:
-        # The commonest expressions first, by `type(...) is` (LibCST's node classes are final,
-        # and `isinstance` goes through their ABC): a fifth of the analysis is spent here.
+    def value(self, node: ast.expr, env: Env, grad: bool) -> Value:
+        # The commonest expressions first, by `type(...) is` (cheaper than `isinstance`): a
+        # fifth of the analysis is spent here.
         kind = type(node)
-        if kind is cst.Name:
-            name = node.value  # type: ignore[attr-defined]
+        if kind is ast.Name:
+            name = node.id  # type: ignore[attr-defined]
             if name in env:
                 return env[name]
-            if name in ("True", "False"):
-                return NUMBER
             return self.lookup_global(name)
-        if kind is cst.Attribute:
+        if kind is ast.Attribute:
             return self.attribute(node, env, grad)  # type: ignore[arg-type]
-        if kind is cst.Call:
+        if kind is ast.Call:
             return self.call(node, env, grad)  # type: ignore[arg-type]
-        if kind is cst.Integer or kind is cst.Float:
-            return NUMBER
-        if kind in _BINARY:
+        if kind is ast.Constant:
+            constant = type(node.value)  # type: ignore[attr-defined]
+            if constant is int or constant is float or constant is bool:
+                return NUMBER  # `True`, `False` included
+            if constant is str or constant is bytes:
+                return Value(Grad.FREE)
+            return UNKNOWN  # `None`, `...`, imaginary numbers
+        if kind is ast.BinOp:
             left = self.value(node.left, env, grad)  # type: ignore[attr-defined]
             right = self.value(node.right, env, grad)  # type: ignore[attr-defined]
-            if isinstance(node.operator, cst.MatrixMultiply):  # type: ignore[attr-defined]
+            if type(node.op) is ast.MatMult:  # type: ignore[attr-defined]
                 return self.tensor_result(left.grad.combine(right.grad), grad)
             return self.arithmetic(left, right, grad)
-        if kind in _SUBSCRIPT:
+        if kind is ast.Subscript:
             return self.subscript(node, env, grad)  # type: ignore[arg-type]
-        if kind in _UNARY:
-            if isinstance(node.operator, cst.Not):  # type: ignore[attr-defined]
+        if kind is ast.UnaryOp:
+            if type(node.op) is ast.Not:  # type: ignore[attr-defined]
                 return NUMBER
-            operand = self.value(node.expression, env, grad)  # type: ignore[attr-defined]
+            operand = self.value(node.operand, env, grad)  # type: ignore[attr-defined]
             return self.arithmetic(operand, NUMBER, grad)
-        if kind in _TESTS:
+        if kind is ast.Compare or kind is ast.BoolOp:
             return Value(Grad.FREE)
-        if kind in _TEXT:
+        if kind is ast.JoinedStr:
             return Value(Grad.FREE)
-        if kind is cst.IfExp:
+        if kind is ast.IfExp:
             return self.value(node.body, env, grad).join(self.value(node.orelse, env, grad))  # type: ignore[attr-defined]
-        if isinstance(node, (cst.List, cst.Tuple)):
-            items = [self.value(item.value, env, grad) for item in node.elements]
-            starred = any(isinstance(item, cst.StarredElement) for item in node.elements)
-            if isinstance(node, cst.List):
+        if kind is ast.List or kind is ast.Tuple:
+            elements = node.elts  # type: ignore[attr-defined]
+            items = [
+                self.value(item.value if type(item) is ast.Starred else item, env, grad)
+                for item in elements
+            ]
+            starred = any(type(item) is ast.Starred for item in elements)
+            if kind is ast.List:
                 return container_of(Kind.LIST, items, unpacked=starred)
             parts = None if starred else tuple(items)
             return replace(container_of(Kind.TUPLE, items, unpacked=starred), parts=parts)
-        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
-            return self.comprehension(node, env, grad)
-        if isinstance(node, cst.Dict):
+        if kind is ast.ListComp or kind is ast.GeneratorExp:
+            return self.comprehension(node, env, grad)  # type: ignore[arg-type]
+        if kind is ast.Dict:
             values = [
-                self.value(entry.value, env, grad)
-                for entry in node.elements
-                if isinstance(entry, cst.DictElement)
+                self.value(entry, env, grad)
+                for key, entry in zip(node.keys, node.values, strict=True)  # type: ignore[attr-defined]
+                if key is not None
             ]
-            unpacked = len(values) < len(node.elements)  # `{**other, ...}`
+            unpacked = len(values) < len(node.values)  # type: ignore[attr-defined]  # `{**other}`
             return container_of(Kind.DICT, values, unpacked=unpacked)
         return UNKNOWN
 
-    def subscript(self, node: cst.Subscript, env: Env, grad: bool) -> Value:
+    def subscript(self, node: ast.Subscript, env: Env, grad: bool) -> Value:
         container = self.value(node.value, env, grad)
         if container.element is not None:
             return container.element_read()
@@ -324,16 +361,14 @@ class Interpreter:
             return self.tensor_result(container.grad, grad)
         return UNKNOWN
 
-    def comprehension(self, node: cst.ListComp | cst.GeneratorExp, env: Env, grad: bool) -> Value:
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp, env: Env, grad: bool) -> Value:
         """`[crit(o, t) for o, t in pairs]`: a list whose elements are what `elt` gives, with
         each `for` target bound to an element of its iterable (unknown when it is not known)."""
         inner: Env = env
-        comp_for: cst.CompFor | None = node.for_in
-        while comp_for is not None:
-            iterable = self.value(comp_for.iter, inner, grad)
+        for generator in node.generators:
+            iterable = self.value(generator.iter, inner, grad)
             element = Value(iterable.element) if iterable.element is not None else UNKNOWN
-            inner = self.bind(comp_for.target, element, inner)
-            comp_for = comp_for.inner_for_in
+            inner = self.bind(generator.target, element, inner)
         return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
 
     def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
@@ -356,14 +391,14 @@ class Interpreter:
         loss = left.loss or right.loss
         return Value(combined, kind, scalar=scalar, evidence=evidence, loss=loss)
 
-    def attribute(self, node: cst.Attribute, env: Env, grad: bool) -> Value:
+    def attribute(self, node: ast.Attribute, env: Env, grad: bool) -> Value:
         key = target_key(node)
         if key is not None and key in env:
             return env[key]
         if key is not None:
             return self.lookup_global(key)
         base = self.value(node.value, env, grad)
-        attr = node.attr.value
+        attr = node.attr
         if base.kind is Kind.TENSOR:
             if attr in ("T", "mT", "H", "real", "imag"):
                 return self.tensor_result(base.grad, grad)
@@ -371,8 +406,8 @@ class Interpreter:
                 return Value(Grad.FREE)
         return UNKNOWN
 
-    def call(self, node: cst.Call, env: Env, grad: bool) -> Value:
-        args = [self.value(arg.value, env, grad) for arg in node.args]
+    def call(self, node: ast.Call, env: Env, grad: bool) -> Value:
+        args = [self.value(argument, env, grad) for argument in argument_values(node)]
         name = self.qualify(node.func)
         if name == "collections.defaultdict":
             return self.defaultdict(node)
@@ -380,13 +415,13 @@ class Interpreter:
             known = self.library_call(name, node, args, grad)
             if known is not None:
                 return known
-        if type(node.func) is cst.Attribute:
+        if type(node.func) is ast.Attribute:
             receiver = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
             method = self.method_call(node, receiver, args, grad)
             if method is not None:
                 return method
             if receiver.cls is not None and receiver.kind in (Kind.OBJECT, Kind.MODULE):
-                local = self.call_value(node, receiver, args, grad, node.func.attr.value)
+                local = self.call_value(node, receiver, args, grad, node.func.attr)  # type: ignore[attr-defined]
                 if local is not None:
                     return local
         callee = self.value(node.func, env, grad)
@@ -416,19 +451,19 @@ class Interpreter:
         if local is not None:
             return local
         if (
-            isinstance(node.func, cst.Name)
-            and node.func.value in CONVENTIONAL_CRITERIA
+            isinstance(node.func, ast.Name)
+            and node.func.id in CONVENTIONAL_CRITERIA
             and callee.grad is Grad.UNKNOWN
             and grad
         ):
             return Value(
                 Grad.LIKELY,
                 Kind.TENSOR,
-                evidence=f"it is the result of `{node.func.value}(...)`",
+                evidence=f"it is the result of `{node.func.id}(...)`",
                 loss=True,
             )
-        if isinstance(node.func, cst.Name):
-            return self.builtin_call(node.func.value, args)
+        if isinstance(node.func, ast.Name):
+            return self.builtin_call(node.func.id, args)
         return UNKNOWN
 
     def loss_result(self, args: list[Value], grad: bool, scalar: bool) -> Value:
@@ -454,7 +489,7 @@ class Interpreter:
         )
 
     def library_call(
-        self, name: str, node: cst.Call, args: list[Value], grad: bool
+        self, name: str, node: ast.Call, args: list[Value], grad: bool
     ) -> Value | None:
         short = name.rsplit(".", 1)[-1]
         if name in torch_api.FUNCTIONAL_LOSSES:
@@ -471,31 +506,33 @@ class Interpreter:
             return Value(Grad.FREE, Kind.OPTIMIZER)
         if name in torch_api.TENSOR_FACTORIES:
             requires = keyword_argument(node, "requires_grad")
-            if isinstance(requires, cst.Name) and requires.value == "True":
+            if is_true(requires):
                 return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it requires grad", leaf=True)
-            scalar = not node.args or (
+            first = first_argument(node)
+            scalar = first is None or (
                 short in ("tensor", "as_tensor")
-                and isinstance(node.args[0].value, (cst.Integer, cst.Float))
+                and type(first) is ast.Constant
+                and type(first.value) in (int, float)  # a number literal, not `True`/`False`
             )
             return replace(FREE_TENSOR, scalar=scalar)
         if name in torch_api.GRAPH_LEAVING_FUNCTIONS:
             return FREE_TENSOR
         if name.startswith("torch.") and not short[:1].isupper():
-            reducing = short in torch_api.REDUCING_METHODS and len(node.args) == 1
+            reducing = short in torch_api.REDUCING_METHODS and _argument_count(node) == 1
             return self.tensor_result(_joined_grad(args), grad, scalar=reducing)
         return None
 
     def method_call(
-        self, node: cst.Call, receiver: Value, args: list[Value], grad: bool
+        self, node: ast.Call, receiver: Value, args: list[Value], grad: bool
     ) -> Value | None:
-        method = node.func.attr.value  # type: ignore[attr-defined]
+        method = node.func.attr  # type: ignore[attr-defined]
         if receiver.kind in (Kind.TENSOR, Kind.UNKNOWN) and receiver.grad is not Grad.UNKNOWN:
             if method in torch_api.GRAPH_LEAVING_METHODS:
                 if method in torch_api.TO_PYTHON_METHODS:
                     return NUMBER
                 return replace(FREE_TENSOR, scalar=receiver.scalar)
             if method in torch_api.GRAPH_KEEPING_METHODS:
-                reducing = method in torch_api.REDUCING_METHODS and not node.args
+                reducing = method in torch_api.REDUCING_METHODS and not _argument_count(node)
                 inputs = receiver.grad.combine(_joined_grad(args)) if args else receiver.grad
                 result = self.tensor_result(
                     inputs,
@@ -528,18 +565,18 @@ class Interpreter:
             )
         return UNKNOWN
 
-    def defaultdict(self, node: cst.Call) -> Value:
+    def defaultdict(self, node: ast.Call) -> Value:
         """`defaultdict(float)` starts empty and holds numbers, `defaultdict(list)` empty
         lists; `defaultdict(AverageMeter)` holds instances of the file's class."""
         empty = Value(Grad.FREE, Kind.DICT)
-        factory = node.args[0].value if node.args and not node.args[0].keyword else None
-        if isinstance(factory, cst.Name) and factory.value in ("int", "float"):
+        factory = first_argument(node) if node.args else None  # not a keyword argument
+        if isinstance(factory, ast.Name) and factory.id in ("int", "float"):
             return empty
-        if isinstance(factory, cst.Name) and factory.value == "list":
+        if isinstance(factory, ast.Name) and factory.id == "list":
             lists = Value(Grad.FREE, Kind.LIST)
             return replace(empty, element=Grad.FREE, element_value=lists)
-        if isinstance(factory, cst.Name):
-            made = self.lookup_global(factory.value)
+        if isinstance(factory, ast.Name):
+            made = self.lookup_global(factory.id)
             if made.kind is Kind.CLASS:
                 instance = Value(Grad.FREE, Kind.OBJECT, cls=made.cls)
                 return replace(empty, element=Grad.FREE, element_value=instance)
@@ -570,22 +607,21 @@ def _joined_grad(values: list[Value]) -> Grad:
     return result
 
 
-def _reduction_none(node: cst.Call) -> bool:
-    reduction = keyword_argument(node, "reduction")
-    return isinstance(reduction, cst.SimpleString) and reduction.evaluated_value == "none"
+def _reduction_none(node: ast.Call) -> bool:
+    return string_value(keyword_argument(node, "reduction")) == "none"
 
 
-def backward_root(node: cst.BaseExpression) -> str | None:
+def backward_root(node: ast.expr) -> str | None:
     """The name a backward runs on: `loss` in `loss.backward()` and in
     `scaler.scale(loss).backward()`."""
-    if isinstance(node, cst.Name):
-        return node.value
+    if isinstance(node, ast.Name):
+        return node.id
     if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "scale"
-        and node.args
-        and isinstance(node.args[0].value, cst.Name)
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "scale"
     ):
-        return node.args[0].value.value
+        first = first_argument(node)
+        if isinstance(first, ast.Name):
+            return first.id
     return None

@@ -1,90 +1,148 @@
-"""Where nodes are in the source: LibCST's `PositionProvider`, one top-level statement at a time.
+"""Where nodes are in the source, in characters: what LibCST's `PositionProvider` gave.
 
-LibCST locates nodes by generating the code of the whole module while recording where each node
-starts and ends, which for a model file costs about twice its parse; a file's findings sit in a
-few statements. A top-level statement starts a line at column 0, so its nodes' positions in a
-module of that statement alone are their positions in the file, shifted by the lines before it:
-those are counted from the plain code of the statements before it (generated without positions,
-once). A node outside every statement (the module, its header or footer comments) gets the
-whole module located at once.
+`ast` records each expression's and statement's `lineno`/`end_lineno` (1-based) and
+`col_offset`/`end_col_offset` in UTF-8 bytes of the line; a `Span` holds the same range with
+0-based CHARACTER columns, as LibCST's `CodeRange` did (`.start.line`, `.start.column`,
+`.end.line`, `.end.column`). Lines are counted as CPython counts them (`\\r\\n`, `\\r` and `\\n`
+end a line; a form feed does not). Spans are computed when first asked. A node `ast` gives no
+position (`arguments`, `comprehension`, `withitem`, `match_case`) spans its positioned
+descendants; the module spans the whole text.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import libcst as cst
-from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+if TYPE_CHECKING:
+    from codemods.analysis.index import Index
 
-_NEWLINE = re.compile(r"\r\n?|\n")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
-class SourcePositions(Mapping[cst.CSTNode, CodeRange]):
-    def __init__(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
-        self._module = module
-        self._parents = parents
-        self._known: dict[cst.CSTNode, CodeRange] = {}
-        self._located: set[cst.CSTNode] = set()  # top-level statements located, or the module
-        self._first_lines: dict[cst.CSTNode, int] | None = None
+@dataclass(frozen=True)
+class Point:
+    line: int  # 1-based
+    column: int  # 0-based, in characters
 
-    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
-        if node not in self._known:
-            self._locate(self._statement_of(node))
-        return self._known[node]
 
-    def __iter__(self) -> Iterator[cst.CSTNode]:
-        self._locate(self._module)
-        return iter(self._known)
+@dataclass(frozen=True)
+class Span:
+    start: Point
+    end: Point
+
+
+class SourceLines:
+    """The text's lines, and the conversions between `ast`'s byte columns and characters."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        # offset (in `source`) where each line starts; the BOM, if the text kept one, is not
+        # part of the first line for `ast`
+        self.starts = [0] + [match.end() for match in _NEWLINE.finditer(source)]
+        if source.startswith("\ufeff"):
+            self.starts[0] = 1
+        self.ends = [match.start() for match in _NEWLINE.finditer(source)] + [len(source)]
+        self._encoded: dict[int, bytes] = {}
 
     def __len__(self) -> int:
-        self._locate(self._module)
-        return len(self._known)
+        return len(self.starts)
 
-    def _statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
-        """The top-level statement holding `node`; the module for any other node."""
-        module = self._module
-        while True:
-            parent = self._parents.get(node)
-            if parent is None:
-                return module
-            if parent is module:
-                return node if node in self.first_lines else module
-            node = parent
+    def text(self, line: int) -> str:
+        """Line `line` (1-based), without its line break."""
+        return self.source[self.starts[line - 1] : self.ends[line - 1]]
 
-    @property
-    def first_lines(self) -> dict[cst.CSTNode, int]:
-        """Each top-level statement's first line (that of its leading comments)."""
-        if self._first_lines is None:
-            module = self._module
-            line = 1 + sum(_newlines(module.code_for_node(empty)) for empty in module.header)
-            self._first_lines = {}
-            for statement in module.body:
-                self._first_lines[statement] = line
-                line += _newlines(module.code_for_node(statement))
-        return self._first_lines
+    def column(self, line: int, byte_column: int) -> int:
+        """The character column of `byte_column` on `line`."""
+        if line < 1 or line > len(self.starts):
+            return byte_column
+        start = self.starts[line - 1]
+        end = self.ends[line - 1]
+        if byte_column <= 0:
+            return 0
+        text = self.source[start:end]
+        if text.isascii():
+            return byte_column
+        encoded = self._encoded.get(line)
+        if encoded is None:
+            encoded = self._encoded[line] = text.encode("utf-8", "surrogatepass")
+        return len(encoded[:byte_column].decode("utf-8", "replace"))
 
-    def _locate(self, where: cst.CSTNode) -> None:
-        if where in self._located or self._module in self._located:
-            return
-        self._located.add(where)
-        module = self._module
-        if where is module:
-            self._known.update(
-                MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    def offset(self, line: int, column: int) -> int:
+        """The index in the text of a (1-based line, 0-based character column) position."""
+        return self.starts[line - 1] + column
+
+
+class SourcePositions(Mapping[ast.AST, Span]):
+    def __init__(self, module: ast.Module, lines: SourceLines, index: Index) -> None:
+        self._module = module
+        self._lines = lines
+        self._index = index
+        self._known: dict[ast.AST, Span] = {}
+
+    def __getitem__(self, node: ast.AST) -> Span:
+        known = self._known.get(node)
+        if known is None:
+            known = self._known[node] = self._locate(node)
+        return known
+
+    def __iter__(self) -> Iterator[ast.AST]:
+        return iter(self._index.order)
+
+    def __len__(self) -> int:
+        return len(self._index.order)
+
+    def _locate(self, node: ast.AST) -> Span:
+        lines = self._lines
+        line = getattr(node, "lineno", None)
+        if line is not None and getattr(node, "end_lineno", None) is not None:
+            end_line = node.end_lineno  # type: ignore[attr-defined]
+            return Span(
+                Point(line, lines.column(line, node.col_offset)),  # type: ignore[attr-defined]
+                Point(end_line, lines.column(end_line, node.end_col_offset)),  # type: ignore[attr-defined]
             )
-            return
-        alone = module.with_changes(header=(), body=(where,), footer=())
-        shift = self.first_lines[where] - 1
-        positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-        for node, found in positions.items():
-            if node is not alone:
-                self._known[node] = CodeRange(
-                    CodePosition(found.start.line + shift, found.start.column),
-                    CodePosition(found.end.line + shift, found.end.column),
-                )
+        if node is self._module:
+            last = len(lines)
+            return Span(Point(1, 0), Point(last, len(lines.text(last))))
+        index = self._index
+        if node not in index.start:
+            raise KeyError(node)
+        first: Point | None = None
+        last_end: Point | None = None
+        for inner in index.order[index.start[node] + 1 : index.end[node]]:
+            if getattr(inner, "lineno", None) is None:
+                continue
+            span = self[inner]
+            if first is None or (span.start.line, span.start.column) < (first.line, first.column):
+                first = span.start
+            if last_end is None or (span.end.line, span.end.column) > (
+                last_end.line,
+                last_end.column,
+            ):
+                last_end = span.end
+        if first is None or last_end is None:
+            return self._empty(node)
+        return Span(first, last_end)
 
-
-def _newlines(code: str) -> int:
-    """How many line breaks `code` holds, counted as LibCST's position provider counts them."""
-    return len(_NEWLINE.findall(code))
+    def _empty(self, node: ast.AST) -> Span:
+        """A node with nothing positioned inside (`def f():`'s `arguments`): an empty span,
+        inside a definition's parentheses, else where its parent starts."""
+        parent = self._index.parents.get(node)
+        if parent is None:
+            raise KeyError(node)
+        where = self[parent].start
+        if type(parent) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            lines = self._lines
+            source = lines.source
+            at = lines.offset(where.line, where.column)
+            at = source.index(parent.name, at) + len(parent.name)  # type: ignore[attr-defined]
+            at = source.find("(", at) + 1
+            line = bisect_right(lines.starts, at)
+            where = Point(line, at - lines.starts[line - 1])
+        elif type(parent) is ast.Lambda:
+            where = Point(where.line, where.column + len("lambda"))
+        return Span(where, where)

@@ -22,59 +22,54 @@ for what it cannot list (a module with parameters saves; a loss saves its input)
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-import libcst as cst
-
 from codemods.analysis import FileAnalysis, saved_ops, torch_api
 from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings
-from codemods.analysis.index import ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.syntax import is_false, keyword_argument
+from codemods.analysis.syntax import is_false, is_true, keyword_argument
 from codemods.analysis.values import Grad, Kind, Value
-from codemods.cst_speedups import node_classes
 
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
 _MAX_CALL_DEPTH = 3
 # Expressions that are data, whatever they hold: literals, comparisons, lambdas (`_build`).
-_DATA = node_classes(
-    cst.Integer,
-    cst.Float,
-    cst.Imaginary,
-    cst.BaseString,
-    cst.Comparison,
-    cst.BooleanOperation,
-    cst.Lambda,
-)
-_STATEMENT_LINES = node_classes(cst.SimpleStatementLine, cst.BaseCompoundStatement)
-_COMPREHENSIONS = node_classes(cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+# `...` is a Constant too, but not data (`_build`).
+_DATA = frozenset({ast.Constant, ast.JoinedStr, ast.Compare, ast.BoolOp, ast.Lambda})
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 # Python operators, keyed like the op table (`operator.<name>`).
-_BINARY_OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
-    cst.Add: "add",
-    cst.Subtract: "sub",
-    cst.Multiply: "mul",
-    cst.Divide: "truediv",
-    cst.FloorDivide: "floordiv",
-    cst.Modulo: "mod",
-    cst.Power: "pow",
-    cst.MatrixMultiply: "matmul",
+_BINARY_OPERATORS: dict[type[ast.operator], str] = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "truediv",
+    ast.FloorDiv: "floordiv",
+    ast.Mod: "mod",
+    ast.Pow: "pow",
+    ast.MatMult: "matmul",
 }
-_AUGMENTED_OPERATORS: dict[type[cst.BaseAugOp], str] = {
-    cst.AddAssign: "iadd",
-    cst.SubtractAssign: "isub",
-    cst.MultiplyAssign: "imul",
-    cst.DivideAssign: "itruediv",
-    cst.PowerAssign: "ipow",
-    cst.MatrixMultiplyAssign: "imatmul",
+# `x op= y`: the same operator classes as `BinOp`, keyed as the in-place operator.
+_AUGMENTED_OPERATORS: dict[type[ast.operator], str] = {
+    ast.Add: "iadd",
+    ast.Sub: "isub",
+    ast.Mult: "imul",
+    ast.Div: "itruediv",
+    ast.Pow: "ipow",
+    ast.MatMult: "imatmul",
 }
 # Operators whose result is an int when both operands are.
-_INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
-_UNARY_OPERATORS: dict[type[cst.BaseUnaryOp], str] = {
-    cst.Minus: "neg",
-    cst.Plus: "pos",
-    cst.BitInvert: "invert",
+_INT_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+_UNARY_OPERATORS: dict[type[ast.unaryop], str] = {
+    ast.USub: "neg",
+    ast.UAdd: "pos",
+    ast.Invert: "invert",
 }
 # Builtins whose result is a Python number or string whatever their argument.
 _NUMBER_BUILTINS = frozenset(
@@ -116,16 +111,16 @@ class Origin:
     """One evaluation of an expression. Compared by identity."""
 
     kind: OriginKind
-    expression: cst.CSTNode | None  # what was evaluated (a call, operator, subscript, ...)
+    expression: ast.AST | None  # what was evaluated (a call, operator, subscript, ...)
     # where the evaluation happens in the scope asked about: `expression` itself, or the call
     # of this file's function whose body it belongs to (see `evaluated_in`)
-    site: cst.CSTNode | None
+    site: ast.AST | None
     key: str | None = None  # OP / FORWARD / LOSS: the op-table key of the operation
     inputs: tuple[Origin, ...] = ()
     grad: Grad = Grad.UNKNOWN  # whether the value is in the autograd graph
     # ITEM: the loop or comprehension that makes a new element each iteration (None: the
     # item is evaluated once); ELEMENT: the loop or comprehension whose target takes it
-    repeats_in: cst.CSTNode | None = None
+    repeats_in: ast.AST | None = None
     followed: bool = True  # False when gradfix cannot prove the value comes from `inputs`
     module: bool = False  # FORWARD: the module has parameters (it is not parameterless)
 
@@ -150,11 +145,11 @@ class _Frame:
     scope: ScopeNode
     bindings: ScopeBindings
     arguments: dict[str, Origin]  # parameter name -> what the call passes
-    site: cst.CSTNode | None  # the call in the outermost frame that leads here
+    site: ast.AST | None  # the call in the outermost frame that leads here
     grad: bool  # False when the call runs with grad disabled
     depth: int
-    functions: frozenset[cst.FunctionDef] = frozenset()  # calls in progress, against recursion
-    children: dict[cst.Call, _Frame] = field(default_factory=dict)
+    functions: frozenset[_Function] = frozenset()  # calls in progress, against recursion
+    children: dict[ast.Call, _Frame] = field(default_factory=dict)
 
 
 _BUFFER_CLASSES = frozenset({"torch.nn.Buffer", "torch.nn.parameter.Buffer"})
@@ -173,15 +168,15 @@ class Provenance:
         self._memo: dict[tuple[int, int, str], Origin] = {}
         self._in_progress: set[tuple[int, int, str]] = set()
         self._names: dict[Origin, Binding] = {}
-        self._constructors_in_progress: set[cst.CSTNode] = set()
+        self._constructors_in_progress: set[ast.AST] = set()
 
     # -- questions rules ask ------------------------------------------------------------
-    def of(self, expression: cst.BaseExpression) -> Origin:
+    def of(self, expression: ast.expr) -> Origin:
         """The provenance of `expression`, evaluated where it stands."""
         frame = self._frame(self.analysis.scope_of(expression))
         return self._expression(expression, frame)
 
-    def of_in_call(self, expression: cst.BaseExpression, call: cst.Call) -> Origin | None:
+    def of_in_call(self, expression: ast.expr, call: ast.Call) -> Origin | None:
         """The provenance of `expression`, in the body of the file's function that `call`
         runs, with the arguments `call` passes; None when provenance does not follow `call`
         into that function."""
@@ -195,15 +190,15 @@ class Provenance:
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         return self.analysis.bindings(scope)
 
-    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+    def statement_of(self, node: ast.AST) -> ast.AST | None:
         """The statement of its scope's bindings that contains `node`."""
         before = self.bindings(self.analysis.scope_of(node)).before
-        current: cst.CSTNode | None = node
+        current: ast.AST | None = node
         while current is not None and current not in before:
             current = self.analysis.parent(current)
         return current
 
-    def reaching(self, key: str, at: cst.CSTNode) -> frozenset[Binding]:
+    def reaching(self, key: str, at: ast.AST) -> frozenset[Binding]:
         """The bindings of `key` (`x` or `self.x`) that may reach the statement of `at`."""
         statement = self.statement_of(at)
         if statement is None:
@@ -215,7 +210,7 @@ class Provenance:
         """The assignment that named `origin` (`h` in `h = trunk(x)`), if one did."""
         return self._names.get(origin)
 
-    def module_constructor(self, module: cst.BaseExpression) -> cst.Call | None:
+    def module_constructor(self, module: ast.expr) -> ast.Call | None:
         """The call that built the module `module` names: `nn.Linear(4, 2)` for `fc` after
         `fc = nn.Linear(4, 2)`, and for `self.fc` or `model.fc` when the class (of this file)
         assigns `self.fc` once."""
@@ -227,32 +222,32 @@ class Provenance:
         finally:
             self._constructors_in_progress.discard(module)
 
-    def _module_constructor(self, module: cst.BaseExpression) -> cst.Call | None:
+    def _module_constructor(self, module: ast.expr) -> ast.Call | None:
         key = target_key(module)
         if key is not None and key.startswith("self."):
             info = self.analysis.class_of(self.analysis.scope_of(module))
             return self._attribute_constructor(info.name, key[5:]) if info else None
         if key is not None:
             values = self._assigned_values(key, module)
-            return values[0] if len(values) == 1 and isinstance(values[0], cst.Call) else None
-        if isinstance(module, cst.Attribute):
+            return values[0] if len(values) == 1 and isinstance(values[0], ast.Call) else None
+        if isinstance(module, ast.Attribute):
             owner = self.module_constructor(module.value)
-            if owner is not None and isinstance(owner.func, cst.Name):
-                return self._attribute_constructor(owner.func.value, module.attr.value)
+            if owner is not None and isinstance(owner.func, ast.Name):
+                return self._attribute_constructor(owner.func.id, module.attr)
         return None
 
     # -- frames -------------------------------------------------------------------------
     def _frame(self, scope: ScopeNode) -> _Frame:
         if scope not in self._frames:
             grad = not (
-                isinstance(scope, cst.FunctionDef)
+                isinstance(scope, FUNCTION_TYPES)
                 and self.analysis.grad_disabled_by_decorator(scope)
             )
             self._frames[scope] = _Frame(scope, self.bindings(scope), {}, None, grad, 0)
         return self._frames[scope]
 
     def _call_frame(
-        self, parent: _Frame, call: cst.Call, function: cst.FunctionDef, arguments: dict
+        self, parent: _Frame, call: ast.Call, function: _Function, arguments: dict
     ) -> _Frame:
         if call not in parent.children:
             parent.children[call] = _Frame(
@@ -268,7 +263,7 @@ class Provenance:
             )
         return parent.children[call]
 
-    def _memoised(self, frame: _Frame, node: cst.CSTNode, tag: str, build) -> Origin:
+    def _memoised(self, frame: _Frame, node: ast.AST, tag: str, build) -> Origin:
         """One Origin per (frame, node, tag); a cycle (a value defined through itself, which
         only loop-carried bindings make and those are not followed) yields UNKNOWN."""
         memo = (id(frame), id(node), tag)
@@ -286,57 +281,56 @@ class Provenance:
         return origin
 
     # -- expressions --------------------------------------------------------------------
-    def _expression(self, node: cst.BaseExpression, frame: _Frame) -> Origin:
+    def _expression(self, node: ast.expr, frame: _Frame) -> Origin:
         return self._memoised(frame, node, "", lambda: self._build(node, frame))
 
-    def _build(self, node: cst.BaseExpression, frame: _Frame) -> Origin:
-        if type(node) in _DATA:
+    def _build(self, node: ast.expr, frame: _Frame) -> Origin:
+        kind = type(node)
+        if kind in _DATA and not (kind is ast.Constant and node.value is Ellipsis):  # type: ignore[attr-defined]
             return self._data(node, frame)
         key = target_key(node)
         if key is not None:
             return self._name(node, key, frame)
-        if type(node) is cst.Attribute:  # final classes: `is`, not the ABC's check
+        if kind is ast.Attribute:  # by class: `is`, cheaper than `isinstance`
             return self._attribute(node, frame)  # type: ignore[arg-type]
-        if type(node) is cst.Call:
+        if kind is ast.Call:
             return self._call(node, frame)  # type: ignore[arg-type]
-        if isinstance(node, cst.BinaryOperation):
-            name = _BINARY_OPERATORS.get(type(node.operator))
+        if isinstance(node, ast.BinOp):
+            name = _BINARY_OPERATORS.get(type(node.op))
             left, right = node.left, node.right
             op = f"operator.{name}" if name else None
             return self._op(node, frame, op, [left, right], _scalar_suffix(self, left, right))
-        if isinstance(node, cst.UnaryOperation):
-            if isinstance(node.operator, cst.Not):
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
                 return self._data(node, frame)
-            name = _UNARY_OPERATORS.get(type(node.operator))
-            return self._op(node, frame, f"operator.{name}", [node.expression])
-        if isinstance(node, cst.Subscript):
+            name = _UNARY_OPERATORS.get(type(node.op))
+            return self._op(node, frame, f"operator.{name}", [node.operand])
+        if isinstance(node, ast.Subscript):
             return self._subscript(node, frame)
-        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-            return self._literal(node, [element.value for element in node.elements], frame)
-        if isinstance(node, cst.Dict):
-            values = [e.value for e in node.elements if isinstance(e, cst.DictElement)]
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return self._literal(node, [_unstarred(element) for element in node.elts], frame)
+        if isinstance(node, ast.Dict):
+            values = [v for k, v in zip(node.keys, node.values, strict=True) if k is not None]
             return self._literal(node, values, frame)
-        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
-            element = node.value if isinstance(node, cst.DictComp) else node.elt
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            element = node.value if isinstance(node, ast.DictComp) else node.elt
             item = self._item(self._expression(element, frame), node, frame)
             return self._structure(OriginKind.COLLECTION, node, frame, (item,))
-        if isinstance(node, cst.IfExp):
+        if isinstance(node, ast.IfExp):
             branches = (self._expression(node.body, frame), self._expression(node.orelse, frame))
             return self._structure(OriginKind.CHOICE, node, frame, branches)
-        if isinstance(node, cst.NamedExpr):
+        if isinstance(node, ast.NamedExpr):
             return self._expression(node.value, frame)
         return self._unknown(node, frame)
 
-    def _name(self, node: cst.BaseExpression, key: str, frame: _Frame) -> Origin:
+    def _name(self, node: ast.expr, key: str, frame: _Frame) -> Origin:
         if key in ("True", "False", "None"):
             return self._data(node, frame)
         comprehension = _comprehension_binding(self.analysis, node, key)
         if comprehension is not None:
             comp_for, path = comprehension
             iterable = self._expression(comp_for.iter, frame)
-            owner = self.analysis.parent(comp_for)
-            while isinstance(owner, cst.CompFor):
-                owner = self.analysis.parent(owner)
+            owner = self.analysis.parent(comp_for)  # the ListComp/SetComp/... it is a part of
             return self._element(iterable, comp_for, owner or comp_for, path, frame)
         if _lambda_parameter(self.analysis, node, key):
             return self._unknown(node, frame)
@@ -362,9 +356,9 @@ class Provenance:
             lambda: self._structure(OriginKind.CHOICE, node, frame, alternatives),
         )
 
-    def _global(self, node: cst.BaseExpression, key: str, frame: _Frame) -> Origin:
+    def _global(self, node: ast.expr, key: str, frame: _Frame) -> Origin:
         """A name nothing in its function binds: the module-level binding, if any."""
-        if isinstance(frame.scope, cst.Module) or key.startswith("self."):
+        if isinstance(frame.scope, ast.Module) or key.startswith("self."):
             return self._unknown(node, frame)
         module = self._frame(self.analysis.module)
         bindings = module.bindings.final.get(key, frozenset())
@@ -374,7 +368,10 @@ class Provenance:
 
     def _binding(self, binding: Binding, frame: _Frame) -> Origin:
         return self._memoised(
-            frame, binding.target, "binding", lambda: self._build_binding(binding, frame)
+            frame,
+            binding.target,
+            _binding_tag("binding", binding),
+            lambda: self._build_binding(binding, frame),
         )
 
     def _build_binding(self, binding: Binding, frame: _Frame) -> Origin:
@@ -383,13 +380,19 @@ class Provenance:
             passed = frame.arguments.get(binding.key)
             return passed if passed is not None else self._parameter(binding, frame)
         if value is None or binding.kind is BindingKind.OTHER:
-            return self._unknown(binding.target, frame)
+            origin = self._unknown(binding.target, frame)
+            if frame.depth == 0 and not isinstance(binding.target, ast.expr):
+                # A name `ast` spells as a string (a def, class, import, except-as, global):
+                # the target is the node that holds it; what is known of the name there.
+                known = _name_value(self.analysis, binding.target, binding.key)
+                origin = replace(origin, grad=known.grad)
+            return origin
         if binding.kind is BindingKind.AUGMENTED:
             return self._augmented(binding, frame)
         if binding.kind is BindingKind.LOOP_TARGET:
             return self._loop_target(binding, frame)
         origin = self._parts(self._expression(value, frame), binding.path, binding.target, frame)
-        if isinstance(value, (cst.List, cst.ListComp)) and not binding.path:
+        if isinstance(value, (ast.List, ast.ListComp)) and not binding.path:
             appended = self._appended(binding, frame)
             if appended:
                 items = (*origin.inputs, *appended)
@@ -402,9 +405,9 @@ class Provenance:
         it from the file's own callers (a module output passed to a loss function)."""
         origin = self._unknown(binding.target, frame)
         scope = frame.scope
-        if frame.depth > 0 or not isinstance(scope, cst.FunctionDef) or not scope.body.body:
+        if frame.depth > 0 or not isinstance(scope, FUNCTION_TYPES) or not scope.body:
             return origin
-        known = self.analysis.env_before(scope.body.body[0]).get(binding.key)
+        known = self.analysis.env_before(scope.body[0]).get(binding.key)
         return origin if known is None else replace(origin, grad=known.grad)
 
     def _appended(self, binding: Binding, frame: _Frame) -> tuple[Origin, ...]:
@@ -414,9 +417,9 @@ class Provenance:
         for call in self.analysis.index.calls_by_name.get("append", []):
             func = call.func
             if not (
-                isinstance(func, cst.Attribute)
+                isinstance(func, ast.Attribute)
                 and target_key(func.value) == binding.key
-                and len(call.args) == 1
+                and len(call.args) + len(call.keywords) == 1
                 and self.analysis.scope_of(call) is frame.scope
             ):
                 continue
@@ -432,14 +435,14 @@ class Provenance:
                 ),
                 None,
             )
-            value = self._expression(call.args[0].value, frame)
+            value = self._expression(_argument_values(call)[0], frame)
             items.append(self._item(value, repeats_in, frame))
         return tuple(items)
 
     def _augmented(self, binding: Binding, frame: _Frame) -> Origin:
         statement = binding.statement
-        assert isinstance(statement, cst.AugAssign) and binding.value is not None
-        name = _AUGMENTED_OPERATORS.get(type(statement.operator))
+        assert isinstance(statement, ast.AugAssign) and binding.value is not None
+        name = _AUGMENTED_OPERATORS.get(type(statement.op))
         key = f"operator.{name}" if name else None
         return self._op(
             statement,
@@ -451,22 +454,22 @@ class Provenance:
 
     def _loop_target(self, binding: Binding, frame: _Frame) -> Origin:
         loop = binding.statement
-        assert isinstance(loop, cst.For) and binding.value is not None
+        assert isinstance(loop, (ast.For, ast.AsyncFor)) and binding.value is not None
         return self._iterated(binding.value, loop, loop, binding.path, frame)
 
     def _iterated(
         self,
-        iterable: cst.BaseExpression,
-        header: cst.For | cst.CompFor,
-        repeats_in: cst.CSTNode,
+        iterable: ast.expr,
+        header: ast.For | ast.AsyncFor | ast.comprehension,
+        repeats_in: ast.AST,
         path: tuple[int, ...],
         frame: _Frame,
     ) -> Origin:
         """What a loop target at `path` takes from `iterable`: `enumerate` and `zip` are seen
         through, `range` gives numbers."""
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
-            builtin = iterable.func.value
-            args = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
+            builtin = iterable.func.id
+            args = [arg for arg in iterable.args if type(arg) is not ast.Starred]
             if builtin == "range":
                 return self._data(iterable, frame)
             if builtin == "enumerate" and args and path:
@@ -481,8 +484,8 @@ class Provenance:
     def _element(
         self,
         collection: Origin,
-        header: cst.For | cst.CompFor,
-        repeats_in: cst.CSTNode,
+        header: ast.For | ast.AsyncFor | ast.comprehension,
+        repeats_in: ast.AST,
         path: tuple[int, ...],
         frame: _Frame,
     ) -> Origin:
@@ -501,23 +504,23 @@ class Provenance:
 
         return self._memoised(frame, header, f"element:{id(collection)}:{path}", build)
 
-    def _carried(self, use: cst.CSTNode, binding: Binding, frame: _Frame) -> Origin:
+    def _carried(self, use: ast.AST, binding: Binding, frame: _Frame) -> Origin:
         return self._memoised(
             frame,
             binding.target,
-            "carried",
+            _binding_tag("carried", binding),
             lambda: Origin(
                 OriginKind.CARRIED,
                 binding.target,
                 frame.site or binding.target,
                 grad=self.analysis.value_of(use).grad
-                if isinstance(use, cst.BaseExpression)
+                if isinstance(use, ast.expr)
                 else Grad.UNKNOWN,
             ),
         )
 
     def _parts(
-        self, origin: Origin, path: tuple[int, ...], where: cst.CSTNode, frame: _Frame
+        self, origin: Origin, path: tuple[int, ...], where: ast.AST, frame: _Frame
     ) -> Origin:
         """Element `path` of a destructured value: the literal's element when it is one."""
         for position in path:
@@ -534,8 +537,8 @@ class Provenance:
             )
         return origin
 
-    def _attribute(self, node: cst.Attribute, frame: _Frame) -> Origin:
-        attribute = node.attr.value
+    def _attribute(self, node: ast.Attribute, frame: _Frame) -> Origin:
+        attribute = node.attr
         if attribute in FREE_ATTRIBUTES:
             return self._data(node, frame)
         if attribute in _VIEW_ATTRIBUTES:
@@ -558,29 +561,31 @@ class Provenance:
         if info is None:
             return False
         for call in self.analysis.index.calls_by_name.get("register_buffer", []):
-            name = call.args[0].value if call.args else None
+            arguments = _argument_values(call)
+            name = arguments[0] if arguments else None
             if (
                 self.analysis.contains(info.node, call)
-                and isinstance(name, cst.SimpleString)
-                and name.evaluated_value == attribute
+                and isinstance(name, ast.Constant)
+                and type(name.value) is str
+                and name.value == attribute
             ):
                 return True
         for occurrence in self.analysis.self_attribute_occurrences(info.name, attribute):
-            assign = self.analysis.parent(self.analysis.parent(occurrence) or occurrence)
+            assign = self.analysis.parent(occurrence)
             if (  # `self.weight = nn.Buffer(...)`
-                isinstance(assign, cst.Assign)
-                and isinstance(assign.value, cst.Call)
-                and self.analysis.qualified_name(assign.value.func) in _BUFFER_CLASSES
+                _assigns(assign, occurrence)
+                and isinstance(assign.value, ast.Call)  # type: ignore[union-attr]
+                and self.analysis.qualified_name(assign.value.func) in _BUFFER_CLASSES  # type: ignore[union-attr]
             ):
                 return True
         return False
 
-    def _subscript(self, node: cst.Subscript, frame: _Frame) -> Origin:
+    def _subscript(self, node: ast.Subscript, frame: _Frame) -> Origin:
         container = self._expression(node.value, frame)
-        index = _single_index(node)
-        if container.kind is OriginKind.COLLECTION and isinstance(index, cst.Integer):
+        index = _single_index(node, self.analysis)
+        if container.kind is OriginKind.COLLECTION and _is_int_literal(index):
             items = container.inputs
-            position = int(index.value)
+            position = index.value  # type: ignore[union-attr]
             if all(i.repeats_in is None for i in items) and position < len(items):
                 return items[position].inputs[0]
         kind = self.analysis.value_of(node.value).kind
@@ -592,13 +597,11 @@ class Provenance:
         key = f"operator.getitem{_index_suffix(self, node, frame)}"
         return self._op(node, frame, key, [node.value])
 
-    def _literal(
-        self, node: cst.BaseExpression, values: list[cst.BaseExpression], frame: _Frame
-    ) -> Origin:
+    def _literal(self, node: ast.expr, values: list[ast.expr], frame: _Frame) -> Origin:
         items = tuple(self._item(self._expression(v, frame), None, frame) for v in values)
         return self._structure(OriginKind.COLLECTION, node, frame, items)
 
-    def _item(self, origin: Origin, repeats_in: cst.CSTNode | None, frame: _Frame) -> Origin:
+    def _item(self, origin: Origin, repeats_in: ast.AST | None, frame: _Frame) -> Origin:
         return Origin(
             OriginKind.ITEM,
             origin.expression,
@@ -609,11 +612,11 @@ class Provenance:
         )
 
     # -- calls --------------------------------------------------------------------------
-    def _call(self, node: cst.Call, frame: _Frame) -> Origin:
+    def _call(self, node: ast.Call, frame: _Frame) -> Origin:
         qualified = self.analysis.qualified_name(node.func)
         if qualified is not None and qualified.startswith("torch."):
             return self._torch_call(node, qualified, frame)
-        if isinstance(node.func, cst.Attribute):
+        if isinstance(node.func, ast.Attribute):
             method = self._method_call(node, node.func, frame)
             if method is not None:
                 return method
@@ -631,8 +634,8 @@ class Provenance:
             return self._inline(node, dunder_call, self._positional(node), frame, bound=True)
         if callee.kind in (Kind.CLASS, Kind.OPTIMIZER):
             return self._data(node, frame)
-        if isinstance(node.func, cst.Name):
-            builtin = self._builtin_call(node, node.func.value, frame)
+        if isinstance(node.func, ast.Name):
+            builtin = self._builtin_call(node, node.func.id, frame)
             if builtin is not None:
                 return builtin
         modules = self._callee_modules(node.func, frame)
@@ -640,31 +643,31 @@ class Provenance:
             keys = {self.analysis.qualified_name(module.func) for module in modules}
             parameterless = bool(modules) and keys <= torch_api.PARAMETERLESS_MODULES
             key = keys.pop() if len(keys) == 1 else None
-            arguments = [arg.value for arg in node.args]
+            arguments = _argument_values(node)
             return self._op(
                 node, frame, key, arguments, kind=OriginKind.FORWARD, module=not parameterless
             )
         return self._unknown_call(node, frame)
 
-    def _dunder_call(self, callee: Value) -> cst.FunctionDef | None:
+    def _dunder_call(self, callee: Value) -> _Function | None:
         """`__call__` of the file's own class that `callee` is an instance of (a loss
         object): calling the instance runs it."""
         if callee.kind is not Kind.OBJECT or callee.cls not in self.analysis.index.classes:
             return None
         return self.analysis.index.classes[callee.cls].methods.get("__call__")
 
-    def _callee_modules(self, func: cst.BaseExpression, frame: _Frame) -> list[cst.Call] | None:
+    def _callee_modules(self, func: ast.expr, frame: _Frame) -> list[ast.Call] | None:
         """The constructor calls of the modules `func` may be (`head` in `for head in [fc_a,
         fc_b]`, or in a loop over an `nn.ModuleList`: then the list is empty), or None when
         it may be something else."""
-        constructors: list[cst.Call] = []
+        constructors: list[ast.Call] = []
         for origin, _ in walk(self._expression(func, frame)):
             if origin.kind in (OriginKind.COLLECTION, OriginKind.ITEM, OriginKind.CHOICE):
                 continue
             expression = origin.expression
             if origin.kind is OriginKind.ELEMENT:
                 iterable = origin.inputs[0].expression
-                if isinstance(iterable, cst.BaseExpression) and (
+                if isinstance(iterable, ast.expr) and (
                     self.analysis.value_of(iterable).kind is Kind.MODULE
                     or self._module_kind(self.module_constructor(iterable)) is Kind.MODULE
                 ):
@@ -672,7 +675,7 @@ class Provenance:
                 continue
             if (
                 origin.kind is OriginKind.DATA
-                and isinstance(expression, cst.Call)
+                and isinstance(expression, ast.Call)
                 and self._is_module_constructor(expression)
             ):
                 constructors.append(expression)
@@ -680,10 +683,10 @@ class Provenance:
             return None
         return constructors or None
 
-    def _is_module_constructor(self, call: cst.Call) -> bool:
+    def _is_module_constructor(self, call: ast.Call) -> bool:
         return self._module_kind(call) in (Kind.MODULE, Kind.PASSTHROUGH)
 
-    def _module_kind(self, constructor: cst.Call | None) -> Kind:
+    def _module_kind(self, constructor: ast.Call | None) -> Kind:
         """MODULE, PASSTHROUGH (parameterless) or CRITERION for a call that builds one."""
         if constructor is None:
             return Kind.UNKNOWN
@@ -696,18 +699,18 @@ class Provenance:
                 return Kind.PASSTHROUGH
             return Kind.MODULE
         func = constructor.func
-        if isinstance(func, cst.Name) and self.analysis.is_module_class(func.value):
+        if isinstance(func, ast.Name) and self.analysis.is_module_class(func.id):
             return Kind.MODULE
         return Kind.UNKNOWN
 
-    def _torch_call(self, node: cst.Call, qualified: str, frame: _Frame) -> Origin:
+    def _torch_call(self, node: ast.Call, qualified: str, frame: _Frame) -> Origin:
         short = qualified.rsplit(".", 1)[-1]
-        arguments = [arg.value for arg in node.args]
+        arguments = _argument_values(node)
         if qualified in torch_api.FUNCTIONAL_LOSSES:
             return self._op(node, frame, qualified, arguments, kind=OriginKind.LOSS)
         if qualified in torch_api.TENSOR_FACTORIES:
             requires = keyword_argument(node, "requires_grad")
-            if isinstance(requires, cst.Name) and requires.value == "True":
+            if is_true(requires):
                 return self._leaf(node, frame)
             return self._data(node, frame)
         if short == "Parameter":
@@ -716,12 +719,12 @@ class Provenance:
             return self._data(node, frame)  # modules, losses, optimizers are built, not run
         if qualified in torch_api.AUTOGRAD_FUNCTIONS:
             create = keyword_argument(node, "create_graph")
-            if not (isinstance(create, cst.Name) and create.value == "True"):
+            if not is_true(create):
                 return self._data(node, frame)
         return self._op(node, frame, qualified, arguments, _call_suffix(self, node, frame))
 
-    def _method_call(self, node: cst.Call, func: cst.Attribute, frame: _Frame) -> Origin | None:
-        method = func.attr.value
+    def _method_call(self, node: ast.Call, func: ast.Attribute, frame: _Frame) -> Origin | None:
+        method = func.attr
         receiver = self.analysis.value_of(func.value)
         if receiver.kind is Kind.MODULE and method == "forward":
             return self._module_call(node, func.value, Kind.MODULE, frame)
@@ -743,22 +746,23 @@ class Provenance:
         if method in torch_api.GRAPH_LEAVING_METHODS:
             return self._data(node, frame)
         if method == "requires_grad_":
-            if node.args and is_false(node.args[0].value):
+            if _has_arguments(node) and is_false(_argument_values(node)[0]):
                 return self._data(node, frame)  # `requires_grad_(False)`
             return self._leaf(node, frame)
-        if method == "scale" and receiver.kind is Kind.UNKNOWN and len(node.args) == 1:
+        arguments = _argument_values(node)
+        if method == "scale" and receiver.kind is Kind.UNKNOWN and len(arguments) == 1:
             # `scaler.scale(loss)` (torch.amp.GradScaler) multiplies by the scale factor.
-            return self._op(node, frame, "operator.mul", [node.args[0].value])
+            return self._op(node, frame, "operator.mul", [arguments[0]])
         key = f"Tensor.{method}"
         if method in torch_api.GRAPH_KEEPING_METHODS or saved_ops.op_saving(key) is not None:
-            arguments = [func.value, *(arg.value for arg in node.args)]
+            arguments = [func.value, *arguments]
             return self._op(node, frame, key, arguments, _call_suffix(self, node, frame))
         return None
 
-    def _builtin_call(self, node: cst.Call, name: str, frame: _Frame) -> Origin | None:
+    def _builtin_call(self, node: ast.Call, name: str, frame: _Frame) -> Origin | None:
         if name in _NUMBER_BUILTINS or name == "range":
             return self._data(node, frame)
-        arguments = [arg.value for arg in node.args if arg.keyword is None]
+        arguments = _unnamed_values(node)
         if name in _COPYING_BUILTINS and len(arguments) == 1:
             return self._expression(arguments[0], frame)
         if name == "sum" and arguments:
@@ -766,16 +770,14 @@ class Provenance:
             return self._op(node, frame, "operator.add", arguments)
         return None
 
-    def _module_call(
-        self, node: cst.Call, module: cst.BaseExpression, kind: Kind, frame: _Frame
-    ) -> Origin:
+    def _module_call(self, node: ast.Call, module: ast.expr, kind: Kind, frame: _Frame) -> Origin:
         """A call of a module or criterion instance: followed into `forward` when its class is
         in the file, expanded layer by layer for `nn.Sequential`, else one FORWARD/LOSS."""
-        arguments = [arg.value for arg in node.args]
+        arguments = _argument_values(node)
         constructor = self.module_constructor(module)
         name = self.analysis.qualified_name(constructor.func) if constructor else None
-        if constructor is not None and isinstance(constructor.func, cst.Name):
-            info = self.analysis.index.classes.get(constructor.func.value)
+        if constructor is not None and isinstance(constructor.func, ast.Name):
+            info = self.analysis.index.classes.get(constructor.func.id)
             forward = info.methods.get("forward") if info is not None else None
             if forward is not None:
                 return self._inline(node, forward, self._positional(node), frame, bound=True)
@@ -787,12 +789,12 @@ class Provenance:
         return self._op(node, frame, name, arguments, kind=OriginKind.FORWARD, module=module)
 
     def _sequential(
-        self, node: cst.Call, constructor: cst.Call, argument: cst.BaseExpression, frame: _Frame
+        self, node: ast.Call, constructor: ast.Call, argument: ast.expr, frame: _Frame
     ) -> Origin:
         """`nn.Sequential(a, b, c)(x)` is `c(b(a(x)))`: one FORWARD per layer."""
         value = self._expression(argument, frame)
-        for position, layer in enumerate(constructor.args):
-            layer_call = layer.value if isinstance(layer.value, cst.Call) else None
+        for position, layer in enumerate(_argument_values(constructor)):
+            layer_call = layer if isinstance(layer, ast.Call) else None
             key = self.analysis.qualified_name(layer_call.func) if layer_call else None
             parameterless = key in torch_api.PARAMETERLESS_MODULES
             previous = value
@@ -814,9 +816,9 @@ class Provenance:
 
     def _inline(
         self,
-        node: cst.Call,
-        function: cst.FunctionDef,
-        positional: list[cst.BaseExpression],
+        node: ast.Call,
+        function: _Function,
+        positional: list[ast.expr],
         frame: _Frame,
         bound: bool = False,
     ) -> Origin:
@@ -826,16 +828,16 @@ class Provenance:
         returned = _returned_values(self.analysis, function)
         if returned is None:
             return self._unknown_call(node, frame)
-        params = [*function.params.posonly_params, *function.params.params]
+        params = [*function.args.posonlyargs, *function.args.args]
         if bound:
             params = params[1:]
         arguments = {
-            param.name.value: self._expression(value, frame)
+            param.arg: self._expression(value, frame)
             for param, value in zip(params, positional, strict=False)
         }
-        for arg in node.args:
-            if arg.keyword is not None:
-                arguments[arg.keyword.value] = self._expression(arg.value, frame)
+        for keyword in node.keywords:
+            if keyword.arg is not None:
+                arguments[keyword.arg] = self._expression(keyword.value, frame)
         inner = self._call_frame(frame, node, function, arguments)
         values = tuple(self._expression(value, inner) for value in returned)
         if not values:
@@ -846,22 +848,22 @@ class Provenance:
             frame, node, "returns", lambda: self._structure(OriginKind.CHOICE, node, frame, values)
         )
 
-    def _unknown_call(self, node: cst.Call, frame: _Frame) -> Origin:
+    def _unknown_call(self, node: ast.Call, frame: _Frame) -> Origin:
         """A call gradfix cannot see into: its result may or may not come from its inputs."""
         if self.analysis.value_of(node).grad is Grad.FREE:
             return self._data(node, frame)  # the interpreter knows it leaves the graph
-        inputs = [arg.value for arg in node.args]
-        if isinstance(node.func, cst.Attribute):
+        inputs = _argument_values(node)
+        if isinstance(node.func, ast.Attribute):
             inputs.insert(0, node.func.value)
         return self._op(node, frame, None, inputs, followed=False)
 
     # -- building origins ---------------------------------------------------------------
     def _op(
         self,
-        node: cst.CSTNode,
+        node: ast.AST,
         frame: _Frame,
         key: str | None,
-        arguments: list[cst.BaseExpression],
+        arguments: list[ast.expr],
         suffixes: tuple[str, ...] = (),
         kind: OriginKind = OriginKind.OP,
         followed: bool = True,
@@ -881,7 +883,7 @@ class Provenance:
         )
 
     def _grad_of(
-        self, node: cst.CSTNode, frame: _Frame, inputs: list[Origin], parameters: bool
+        self, node: ast.AST, frame: _Frame, inputs: list[Origin], parameters: bool
     ) -> Grad:
         if not frame.grad or not self.analysis.grad_enabled(node):
             return Grad.FREE
@@ -890,46 +892,46 @@ class Provenance:
         return _combined(origin.grad for origin in inputs)
 
     def _structure(
-        self, kind: OriginKind, node: cst.CSTNode, frame: _Frame, inputs: tuple[Origin, ...]
+        self, kind: OriginKind, node: ast.AST, frame: _Frame, inputs: tuple[Origin, ...]
     ) -> Origin:
         combine = _joined if kind is OriginKind.CHOICE else _combined
         return Origin(
             kind, node, frame.site or node, inputs=inputs, grad=combine(i.grad for i in inputs)
         )
 
-    def _data(self, node: cst.CSTNode, frame: _Frame) -> Origin:
+    def _data(self, node: ast.AST, frame: _Frame) -> Origin:
         return Origin(OriginKind.DATA, node, frame.site or node, grad=Grad.FREE)
 
-    def _leaf(self, node: cst.CSTNode, frame: _Frame) -> Origin:
+    def _leaf(self, node: ast.AST, frame: _Frame) -> Origin:
         return Origin(OriginKind.LEAF, node, frame.site or node, grad=Grad.ATTACHED)
 
-    def _unknown(self, node: cst.CSTNode, frame: _Frame) -> Origin:
+    def _unknown(self, node: ast.AST, frame: _Frame) -> Origin:
         grad = Grad.UNKNOWN
-        if frame.depth == 0 and isinstance(node, cst.BaseExpression):
+        if frame.depth == 0 and isinstance(node, ast.expr):
             grad = self.analysis.value_of(node).grad
         return Origin(OriginKind.UNKNOWN, node, frame.site or node, grad=grad)
 
     # -- helpers ------------------------------------------------------------------------
-    def _statement_in(self, node: cst.CSTNode, frame: _Frame) -> cst.CSTNode | None:
-        current: cst.CSTNode | None = node
+    def _statement_in(self, node: ast.AST, frame: _Frame) -> ast.AST | None:
+        current: ast.AST | None = node
         while current is not None and current not in frame.bindings.before:
             current = self.analysis.parent(current)
         return current
 
-    def _positional(self, node: cst.Call) -> list[cst.BaseExpression]:
-        return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+    def _positional(self, node: ast.Call) -> list[ast.expr]:
+        return [arg for arg in node.args if type(arg) is not ast.Starred]
 
-    def _assigned_values(self, key: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+    def _assigned_values(self, key: str, at: ast.AST) -> list[ast.expr]:
         """What the plain assignments of `key` reaching `at` assign (module level if the
         function does not bind it)."""
         bindings = self.reaching(key, at)
-        if not bindings and not isinstance(self.analysis.scope_of(at), cst.Module):
+        if not bindings and not isinstance(self.analysis.scope_of(at), ast.Module):
             bindings = self.bindings(self.analysis.module).final.get(key, frozenset())
         values = []
         for binding in bindings:
             if binding.kind is not BindingKind.ASSIGN or binding.path or binding.value is None:
                 return []
-            if isinstance(binding.value, (cst.Name, cst.Attribute)):
+            if isinstance(binding.value, (ast.Name, ast.Attribute)):
                 constructor = self.module_constructor(binding.value)
                 if constructor is None:
                     return []
@@ -938,44 +940,41 @@ class Provenance:
                 values.append(binding.value)
         return values
 
-    def _attribute_constructor(self, class_name: str, attribute: str) -> cst.Call | None:
+    def _attribute_constructor(self, class_name: str, attribute: str) -> ast.Call | None:
         """The call `self.<attribute>` is assigned in `class_name`, when it is one."""
         if class_name not in self.analysis.index.classes:
             return None
-        constructors: set[cst.Call] = set()
+        constructors: set[ast.Call] = set()
         for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
-            target = self.analysis.parent(occurrence)
-            assign = self.analysis.parent(target) if target is not None else None
-            if isinstance(target, cst.AssignTarget) and isinstance(assign, cst.Assign):
-                constructor = assign.value
-                if isinstance(constructor, cst.Name):  # `self.model = model` in __init__
-                    constructor = self._passed_constructor(class_name, constructor, assign)
-                if not isinstance(constructor, cst.Call):
+            assign = self.analysis.parent(occurrence)
+            if _assigns(assign, occurrence):
+                constructor = assign.value  # type: ignore[union-attr]
+                if isinstance(constructor, ast.Name):  # `self.model = model` in __init__
+                    constructor = self._passed_constructor(class_name, constructor, assign)  # type: ignore[arg-type]
+                if not isinstance(constructor, ast.Call):
                     return None
                 constructors.add(constructor)
         return next(iter(constructors)) if len(constructors) == 1 else None
 
     def _passed_constructor(
-        self, class_name: str, parameter: cst.Name, at: cst.CSTNode
-    ) -> cst.Call | None:
+        self, class_name: str, parameter: ast.Name, at: ast.AST
+    ) -> ast.Call | None:
         """The module every `ClassName(...)` call of the file passes for the `__init__`
         parameter `parameter` (`Trainer(Net(), ...)` gives `Net()`)."""
         init = self.analysis.index.classes[class_name].methods.get("__init__")
         if init is None or self.analysis.scope_of(at) is not init:
             return None
-        params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
-        bindings = self.reaching(parameter.value, at)
-        if parameter.value not in params or any(
-            b.kind is not BindingKind.PARAMETER for b in bindings
-        ):
+        params = [p.arg for p in (*init.args.posonlyargs, *init.args.args)][1:]
+        bindings = self.reaching(parameter.id, at)
+        if parameter.id not in params or any(b.kind is not BindingKind.PARAMETER for b in bindings):
             return None
-        position = params.index(parameter.value)
-        constructors: set[cst.Call] = set()
+        position = params.index(parameter.id)
+        constructors: set[ast.Call] = set()
         for call in self.analysis.index.calls_by_name.get(class_name, []):
-            passed = _argument_for(call, position, parameter.value)
-            if isinstance(passed, (cst.Name, cst.Attribute)):
+            passed = _argument_for(call, position, parameter.id)
+            if isinstance(passed, (ast.Name, ast.Attribute)):
                 passed = self.module_constructor(passed)
-            if not isinstance(passed, cst.Call):
+            if not isinstance(passed, ast.Call):
                 return None
             constructors.add(passed)
         return next(iter(constructors)) if len(constructors) == 1 else None
@@ -1021,13 +1020,14 @@ def _certain_edge(origin: Origin) -> bool:
     return True
 
 
-def evaluated_in(origin: Origin, region: cst.CSTNode, analysis: FileAnalysis) -> bool:
+def evaluated_in(origin: Origin, region: ast.AST, analysis: FileAnalysis) -> bool:
     """Whether `origin` is evaluated inside `region` (a loop or a comprehension): each
     iteration then makes a new one. A loop's or comprehension's own ELEMENT is per iteration."""
     if origin.kind is OriginKind.ELEMENT:
         return origin.repeats_in is region or _inside(origin.repeats_in, region, analysis)
-    body = region.body if isinstance(region, (cst.For, cst.While)) else region
-    return origin.site is not None and _inside(origin.site, body, analysis)
+    if isinstance(region, _LOOPS):  # its body, not its target, iterable or test
+        return origin.site is not None and _inside_body(origin.site, region, analysis)
+    return origin.site is not None and _inside(origin.site, region, analysis)
 
 
 def saves_tensors(origin: Origin) -> bool | None:
@@ -1048,8 +1048,13 @@ def saves_tensors(origin: Origin) -> bool | None:
 
 
 # -- syntax helpers ----------------------------------------------------------------------------
-def _inside(node: cst.CSTNode | None, region: cst.CSTNode | None, analysis: FileAnalysis) -> bool:
-    current = node
+def _inside(node: ast.AST | None, region: ast.AST | None, analysis: FileAnalysis) -> bool:
+    if node is None or region is None:
+        return False
+    start, end = analysis.index.start, analysis.index.end
+    if node in start and region in start:  # by source order: deep nesting costs nothing
+        return start[region] <= start[node] and end[node] <= end[region]
+    current: ast.AST | None = node
     while current is not None:
         if current is region:
             return True
@@ -1057,95 +1062,207 @@ def _inside(node: cst.CSTNode | None, region: cst.CSTNode | None, analysis: File
     return False
 
 
+def _inside_body(node: ast.AST, loop: ast.AST, analysis: FileAnalysis) -> bool:
+    """Whether `node` is in a statement of `loop.body` (not its `else`, target, iterable or
+    test): the body's statements are one stretch of the source order."""
+    body = getattr(loop, "body", None)
+    start, end = analysis.index.start, analysis.index.end
+    if not body or node not in start:
+        return False
+    return start[body[0]] <= start[node] and end[node] <= end[body[-1]]
+
+
 def _comprehension_binding(
-    analysis: FileAnalysis, node: cst.CSTNode, key: str
-) -> tuple[cst.CompFor, tuple[int, ...]] | None:
+    analysis: FileAnalysis, node: ast.AST, key: str
+) -> tuple[ast.comprehension, tuple[int, ...]] | None:
     """The comprehension `for` whose target binds `key` where `node` reads it, and where in
     the target (`for i, x in ...` binds `x` at (1,))."""
     child, current = node, analysis.parent(node)
-    while current is not None and type(current) not in _STATEMENT_LINES:
+    while current is not None and not isinstance(current, ast.stmt):
         if type(current) in _COMPREHENSIONS:
-            comp_for: cst.CompFor | None = current.for_in
-            while comp_for is not None:
+            for comp_for in current.generators:  # type: ignore[attr-defined]
                 if child is comp_for.iter:
                     break  # the first iterable is evaluated outside the comprehension
                 path = _target_path(comp_for.target, key)
                 if path is not None:
                     return comp_for, path
-                comp_for = comp_for.inner_for_in
         child, current = current, analysis.parent(current)
     return None
 
 
-def _target_path(target: cst.BaseExpression, key: str) -> tuple[int, ...] | None:
+def _target_path(target: ast.expr, key: str) -> tuple[int, ...] | None:
     if target_key(target) == key:
         return ()
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for position, element in enumerate(target.elements):
-            inner = _target_path(element.value, key)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for position, element in enumerate(target.elts):
+            inner = _target_path(_unstarred(element), key)
             if inner is not None:
                 return (position, *inner)
     return None
 
 
-def _lambda_parameter(analysis: FileAnalysis, node: cst.CSTNode, key: str) -> bool:
+def _lambda_parameter(analysis: FileAnalysis, node: ast.AST, key: str) -> bool:
     current = analysis.parent(node)
-    while current is not None and type(current) is not cst.SimpleStatementLine:
-        if type(current) is cst.Lambda and any(
-            param.name.value == key for param in current.params.params
+    while current is not None and not isinstance(current, ast.stmt):
+        if type(current) is ast.Lambda and any(
+            param.arg == key
+            for param in current.args.args  # type: ignore[attr-defined]
         ):
             return True
         current = analysis.parent(current)
     return False
 
 
-def _returned_values(
-    analysis: FileAnalysis, function: cst.FunctionDef
-) -> list[cst.BaseExpression] | None:
+def _binding_tag(tag: str, binding: Binding) -> str:
+    """The memo tag of an origin made for `binding`: with its name when its target is a node
+    that may bind several (`global a, b`), which LibCST gave a `Name` each."""
+    return tag if isinstance(binding.target, ast.expr) else f"{tag}:{binding.key}"
+
+
+def _name_value(analysis: FileAnalysis, holder: ast.AST, name: str) -> Value:
+    """What the interpreter knows of the variable `name` just before the statement of
+    `holder` (the node that binds it without an `ast.Name`)."""
+    statement = analysis.statement_of(holder)
+    if statement is None:
+        return Value()
+    grad = analysis.grad_enabled(statement)
+    interpreter = analysis._interpreter(analysis.scope_of(statement), grad)
+    variable = ast.Name(id=name, ctx=ast.Load())
+    return interpreter.value(variable, analysis.env_before(statement), grad)
+
+
+def _returned_values(analysis: FileAnalysis, function: _Function) -> list[ast.expr] | None:
     """The expressions `function` returns (None for a generator, which gradfix does not
     follow); a bare `return` returns nothing worth following."""
-    values: list[cst.BaseExpression] = []
-    for node in analysis.descendants(function.body):
-        kind = type(node)  # final classes: `is`, not the ABC's check
-        if (kind is cst.Return or kind is cst.Yield) and analysis.scope_of(node) is function:
-            if kind is cst.Yield:
-                return None
-            if node.value is not None:
-                values.append(node.value)
+    values: list[ast.expr] = []
+    for statement in function.body:
+        for node in analysis.descendants(statement):
+            kind = type(node)  # by class: `is`, cheaper than `isinstance`
+            if (
+                kind is ast.Return or kind is ast.Yield or kind is ast.YieldFrom
+            ) and analysis.scope_of(node) is function:
+                if kind is not ast.Return:
+                    return None
+                if node.value is not None:  # type: ignore[attr-defined]
+                    values.append(node.value)  # type: ignore[attr-defined]
     return values
 
 
-def _argument_for(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+def _argument_for(call: ast.Call, position: int, name: str) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    positional = [arg for arg in call.args if type(arg) is not ast.Starred]
     return positional[position] if position < len(positional) else None
 
 
-def _single_index(node: cst.Subscript) -> cst.BaseExpression | None:
-    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-        return node.slice[0].slice.value
+def call_arguments(call: ast.Call) -> list[tuple[ast.expr, bool]]:
+    """Every argument of `call` in source order, each with whether it is passed by name: a
+    positional one, `x` of `*x`, the value of `k=v` (True), `kw` of `**kw`. The inputs of a
+    call's origin are made from these, in this order (after the receiver for a method)."""
+    arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    if call.keywords and call.args and type(call.args[-1]) is ast.Starred:
+        # `f(a=1, *rest)`: a `*` may follow keywords
+        arguments.sort(key=lambda node: (node.lineno, node.col_offset))
+    return [
+        (node.value, node.arg is not None)
+        if type(node) is ast.keyword
+        else (_unstarred(node), False)  # type: ignore[arg-type]
+        for node in arguments
+    ]
+
+
+def _argument_values(call: ast.Call) -> list[ast.expr]:
+    """Every argument's value, in source order (`call_arguments`)."""
+    if not call.keywords:
+        return [_unstarred(arg) for arg in call.args]
+    return [value for value, _ in call_arguments(call)]
+
+
+def _unnamed_values(call: ast.Call) -> list[ast.expr]:
+    """The values of the arguments passed without a name: positional ones, `x` of `*x` and
+    `kw` of `**kw`."""
+    values = [_unstarred(arg) for arg in call.args]
+    values.extend(keyword.value for keyword in call.keywords if keyword.arg is None)
+    return values
+
+
+def _has_arguments(call: ast.Call) -> bool:
+    return bool(call.args or call.keywords)
+
+
+def _unstarred(node: ast.expr) -> ast.expr:
+    """`x` for `*x` (in a call, a literal or a target), else `node`."""
+    return node.value if type(node) is ast.Starred else node  # type: ignore[attr-defined]
+
+
+def _is_int_literal(node: ast.expr | None) -> bool:
+    return type(node) is ast.Constant and type(node.value) is int  # type: ignore[union-attr]
+
+
+def _assigns(statement: ast.AST | None, target: ast.AST) -> bool:
+    """Whether `statement` is a plain assignment with `target` as one of its targets."""
+    return type(statement) is ast.Assign and any(
+        t is target
+        for t in statement.targets  # type: ignore[union-attr]
+    )
+
+
+def _subscript_elements(node: ast.Subscript, analysis: FileAnalysis) -> list[ast.expr]:
+    """The comma-separated parts of a subscript: `i, j` in `a[i, j]` (but the one tuple of
+    `a[(i, j)]`), `1:` in `a[1:]`."""
+    index = node.slice
+    if type(index) is ast.Tuple and not _parenthesized_tuple(index, analysis):
+        return list(index.elts)  # type: ignore[attr-defined]
+    return [index]
+
+
+def _parenthesized_tuple(node: ast.Tuple, analysis: FileAnalysis) -> bool:
+    """Whether the tuple's code is one pair of parentheses around it (`(i, j)`, `()`), which
+    `ast` counts in its range: not `(i), j` nor `(i, j)[0], k`."""
+    code = analysis.code_of(node)  # on one line
+    if not (code.startswith("(") and code.endswith(")")):
+        return False
+    if "#" in code:  # a comment, or a `#` in a string: the exact lines (rare)
+        code = ast.get_source_segment(analysis.source, node) or code
+    lines = code.splitlines()
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type != tokenize.OP or token.string not in ("(", ")", "[", "]", "{", "}"):
+                continue
+            depth += 1 if token.string in ("(", "[", "{") else -1
+            if depth == 0:  # the first parenthesis closes here: at the end only if it wraps
+                return token.end == (len(lines), len(lines[-1]))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return False
+
+
+def _single_index(node: ast.Subscript, analysis: FileAnalysis) -> ast.expr | None:
+    elements = _subscript_elements(node, analysis)
+    if len(elements) == 1 and type(elements[0]) is not ast.Slice:
+        return elements[0]
     return None
 
 
-def _is_python_number(provenance: Provenance, node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.Integer, cst.Float)):
+def _is_python_number(provenance: Provenance, node: ast.expr) -> bool:
+    if type(node) is ast.Constant and type(node.value) in (int, float):  # not a bool
         return True
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
-        return _is_python_number(provenance, node.expression)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _is_python_number(provenance, node.operand)
     return provenance.analysis.value_of(node).kind is Kind.NUMBER
 
 
-def _is_python_int(provenance: Provenance, node: cst.BaseExpression) -> bool:
+def _is_python_int(provenance: Provenance, node: ast.expr) -> bool:
     """An integer index: a literal, a number value, a `range` / `enumerate` counter, or
     integer arithmetic on those (`t - 1`)."""
     if _is_python_number(provenance, node):
         return True
-    if isinstance(node, cst.Name):
-        bindings = provenance.reaching(node.value, node)
+    if isinstance(node, ast.Name):
+        bindings = provenance.reaching(node.id, node)
         return bool(bindings) and all(_counts(binding) for binding in bindings)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _INT_OPERATORS):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_OPERATORS):
         return _is_python_int(provenance, node.left) and _is_python_int(provenance, node.right)
     return False
 
@@ -1153,19 +1270,19 @@ def _is_python_int(provenance: Provenance, node: cst.BaseExpression) -> bool:
 def _counts(binding: Binding) -> bool:
     """Whether a loop target binding takes the numbers of `range(...)` or of `enumerate`."""
     value = binding.value
-    if binding.kind is not BindingKind.LOOP_TARGET or not isinstance(value, cst.Call):
+    if binding.kind is not BindingKind.LOOP_TARGET or not isinstance(value, ast.Call):
         return False
-    if not isinstance(value.func, cst.Name):
+    if not isinstance(value.func, ast.Name):
         return False
-    if value.func.value == "range":
+    if value.func.id == "range":
         return True
-    return value.func.value == "enumerate" and binding.path[:1] == (0,)
+    return value.func.id == "enumerate" and binding.path[:1] == (0,)
 
 
 def _scalar_suffix(
     provenance: Provenance,
-    left: cst.BaseExpression,
-    right: cst.BaseExpression,
+    left: ast.expr,
+    right: ast.expr,
     reflected: bool = True,
 ) -> tuple[str, ...]:
     """`[scalar]` for `tensor op number`, `[rscalar]` for `number op tensor`."""
@@ -1176,12 +1293,12 @@ def _scalar_suffix(
     return ()
 
 
-def _call_suffix(provenance: Provenance, node: cst.Call, frame: _Frame) -> tuple[str, ...]:
+def _call_suffix(provenance: Provenance, node: ast.Call, frame: _Frame) -> tuple[str, ...]:
     """The op-table variants a call may be, most specific first: `[dim]` for reductions over
     a dimension, `[scalar]` for a number operand, `[min]` for a one-sided clamp."""
-    positional = [arg.value for arg in node.args if arg.keyword is None]
-    keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
-    method = isinstance(node.func, cst.Attribute) and not isinstance(
+    positional = _unnamed_values(node)
+    keywords = {keyword.arg for keyword in node.keywords if keyword.arg is not None}
+    method = isinstance(node.func, ast.Attribute) and not isinstance(
         provenance.analysis.qualified_name(node.func), str
     )
     operands = positional if method else positional[1:]
@@ -1197,24 +1314,20 @@ def _call_suffix(provenance: Provenance, node: cst.Call, frame: _Frame) -> tuple
     return tuple(suffixes)
 
 
-def _index_suffix(provenance: Provenance, node: cst.Subscript, frame: _Frame) -> str:
+def _index_suffix(provenance: Provenance, node: ast.Subscript, frame: _Frame) -> str:
     """`operator.getitem` for basic indexing (numbers, slices, None, Ellipsis), which saves
     nothing; `[mask]` / `[tensor-index]` for advanced indexing, which saves the index; `[?]`
     (not in the table) when gradfix cannot tell."""
     suffix = ""
-    for element in node.slice:
-        part = element.slice
-        if isinstance(part, cst.Slice):
+    for value in _subscript_elements(node, provenance.analysis):
+        if isinstance(value, ast.Slice):
             continue
-        value = part.value
-        if isinstance(value, cst.Ellipsis) or (
-            isinstance(value, cst.Name) and value.value == "None"
-        ):
+        if isinstance(value, ast.Constant) and (value.value is Ellipsis or value.value is None):
             continue
         if _is_python_int(provenance, value):
             continue
-        if isinstance(value, cst.Comparison) or (
-            isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.BitInvert)
+        if isinstance(value, ast.Compare) or (
+            isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Invert)
         ):
             suffix = "[mask]"
         elif provenance.analysis.value_of(value).kind is Kind.TENSOR:

@@ -1,17 +1,40 @@
-"""Small questions about call syntax that several analyses and rules ask."""
+"""Small questions about call syntax and constants that several analyses and rules ask."""
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 
-def keyword_argument(call: cst.Call, name: str) -> cst.BaseExpression | None:
+def keyword_argument(call: ast.Call, name: str) -> ast.expr | None:
     """The value passed as `name=...` in `call`, if any."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
     return None
 
 
-def is_false(node: cst.BaseExpression | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
+def has_star(call: ast.Call) -> bool:
+    """Whether `call` unpacks arguments (`f(*args)`, `f(**kwargs)`)."""
+    return any(type(arg) is ast.Starred for arg in call.args) or any(
+        keyword.arg is None for keyword in call.keywords
+    )
+
+
+def is_false(node: ast.AST | None) -> bool:
+    return type(node) is ast.Constant and node.value is False  # type: ignore[union-attr]
+
+
+def is_true(node: ast.AST | None) -> bool:
+    return type(node) is ast.Constant and node.value is True  # type: ignore[union-attr]
+
+
+def is_none(node: ast.AST | None) -> bool:
+    return type(node) is ast.Constant and node.value is None  # type: ignore[union-attr]
+
+
+def string_value(node: ast.AST | None) -> str | None:
+    """The text of a string literal (implicitly concatenated parts included), or None for
+    anything else (an f-string, bytes, a name)."""
+    if type(node) is ast.Constant and type(node.value) is str:  # type: ignore[union-attr]
+        return node.value  # type: ignore[union-attr]
+    return None

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 
 # Contexts and decorators that turn graph recording off, and the one that turns it back on.
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
-# The training-step boundary (`training.py`, and `screen.py` on the `ast` tree): receivers whose
-# `.step()` updates parameters (optimizers, AMP grad scalers; not `scheduler.step()`, not
-# `env.step(action)`), iterables of an epoch over a data set, and the methods that run a
-# module's forward computation.
+# The training-step boundary (`training.py`): receivers whose `.step()` updates parameters
+# (optimizers, AMP grad scalers; not `scheduler.step()`, not `env.step(action)`), iterables of
+# an epoch over a data set, and the methods that run a module's forward computation.
 STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ast
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -13,15 +14,19 @@ from codemods.findings import Tier
 if TYPE_CHECKING:
     from codemods.analysis import FileAnalysis
 
+# How a fix rewrites one node: given the LibCST node at the `ast` node's place in the source
+# (parsed only when a fix is written), the node that replaces it.
+Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
+
 
 @dataclass
 class RuleFinding:
-    """A finding while the tree is still at hand: `node` locates it, `replacements` fix it."""
+    """A finding on the analysed `ast` tree: `node` locates it, `replacements` fix it."""
 
-    node: cst.CSTNode
+    node: ast.AST
     message: str
     tier: Tier
-    replacements: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    replacements: dict[ast.AST, Rewrite] = field(default_factory=dict)
 
 
 class Rule:

@@ -1,8 +1,10 @@
-"""Building the replacement expressions fixes insert, so that they mean what they say."""
+"""Building the LibCST nodes fixes insert, so that they mean what they say."""
 
 from __future__ import annotations
 
 import libcst as cst
+
+from codemods.rules.base import Rewrite
 
 # Expressions a `.method()` can follow without parentheses: `x.detach()`, `f(x).detach()`,
 # `xs[i].detach()`. Anything else (`a + b`, `a if c else b`, `-x`, `await x`) needs them, or
@@ -15,3 +17,8 @@ def method_call(expression: cst.BaseExpression, method: str) -> cst.Call:
     if not isinstance(expression, _ATOMS) and not getattr(expression, "lpar", ()):
         expression = expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.Call(func=cst.Attribute(value=expression, attr=cst.Name(method)))
+
+
+def calling(method: str) -> Rewrite:
+    """The rewrite that follows an expression with `.method()` (`.item()`, `.detach()`)."""
+    return lambda node: method_call(node, method)  # type: ignore[arg-type]

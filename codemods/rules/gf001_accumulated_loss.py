@@ -27,11 +27,10 @@ list/dict of them) only printed, logged or averaged; `loss.detach()` when it mus
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value
 from codemods.analysis.flows import (
@@ -43,22 +42,23 @@ from codemods.analysis.flows import (
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.training import in_forward, iterates_batches
 from codemods.findings import Tier
-from codemods.rules.base import Rule, RuleFinding
-from codemods.rules.edits import method_call
+from codemods.rules.base import Rewrite, Rule, RuleFinding
+from codemods.rules.edits import calling
 
 _ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|=[^=\n]*\+")
+_FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass
 class _Accumulation:
-    statement: cst.CSTNode  # where it happens
-    accumulator: cst.BaseExpression  # what outlives the iteration
-    operand: cst.BaseExpression  # what is added to it
-    exclude: cst.BaseExpression | None = None  # the accumulator's own read in `acc = acc + x`
+    statement: ast.stmt  # where it happens
+    accumulator: ast.expr  # what outlives the iteration
+    operand: ast.expr  # what is added to it
+    exclude: ast.expr | None = None  # the accumulator's own read in `acc = acc + x`
     stores_reference: bool = False  # append/update keep the tensor itself, even under no_grad
     owner_class: str | None = None  # for meters: the class whose attribute accumulates
     owner_attribute: str | None = None
-    owner_parameter: cst.Name | None = None  # the method's parameter that receives `operand`
+    owner_parameter: ast.arg | None = None  # the method's parameter that receives `operand`
 
 
 class AccumulatedLoss(Rule):
@@ -109,61 +109,64 @@ class AccumulatedLoss(Rule):
 
 # -- what it detects ------------------------------------------------------------------------
 def _accumulations(analysis: FileAnalysis) -> Iterator[_Accumulation]:
-    for statement in analysis.index.of_types(cst.AugAssign, cst.Assign, cst.Expr):
-        if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
+    for statement in analysis.index.of_types(ast.AugAssign, ast.Assign, ast.Expr):
+        if isinstance(statement, ast.AugAssign) and type(statement.op) is ast.Add:
             yield _Accumulation(statement, statement.target, statement.value)
-        elif isinstance(statement, cst.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0].target
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
             value = statement.value
-            if not isinstance(value, cst.BinaryOperation):
+            if not isinstance(value, ast.BinOp):
                 continue
-            if not isinstance(value.operator, cst.Add):
+            if type(value.op) is not ast.Add:
                 continue
             if _reads_accumulator(analysis, target, value.left):
                 yield _Accumulation(statement, target, value.right, exclude=value.left)
             elif _reads_accumulator(analysis, target, value.right):
                 yield _Accumulation(statement, target, value.left, exclude=value.right)
-        elif isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             yield from _call_accumulations(analysis, statement, statement.value)
 
 
-def _reads_accumulator(
-    analysis: FileAnalysis, target: cst.BaseExpression, read: cst.BaseExpression
-) -> bool:
+def _reads_accumulator(analysis: FileAnalysis, target: ast.expr, read: ast.expr) -> bool:
     """Whether `read` reads what `target` stores: `acc` in `acc = acc + x`, and for an entry,
     `acc[k]` or `acc.get(k, 0)` in `acc[k] = acc.get(k, 0) + x`."""
     key = target_key(target)
     if key is not None:
         return target_key(read) == key
-    if not isinstance(target, cst.Subscript) or target_key(_container(target)) is None:
+    if not isinstance(target, ast.Subscript) or target_key(_container(target)) is None:
         return False
-    if isinstance(read, cst.Subscript):
+    if isinstance(read, ast.Subscript):
         return analysis.code_of(read) == analysis.code_of(target)
     if (
-        isinstance(read, cst.Call)
-        and isinstance(read.func, cst.Attribute)
-        and read.func.attr.value == "get"
+        isinstance(read, ast.Call)
+        and isinstance(read.func, ast.Attribute)
+        and read.func.attr == "get"
         and len(read.args) == 2
-        and not any(arg.keyword for arg in read.args)
-        and len(target.slice) == 1
+        and not read.keywords
+        and not any(isinstance(arg, ast.Starred) for arg in read.args)
     ):
         same_dict = analysis.code_of(read.func.value) == analysis.code_of(target.value)
-        index = target.slice[0].slice
-        same_key = isinstance(index, cst.Index) and (
-            analysis.code_of(read.args[0].value) == analysis.code_of(index.value)
+        index = target.slice
+        # `acc[i, j]` (a bare tuple) never equals the code of `acc.get((i, j), 0)`'s key.
+        same_key = not isinstance(index, ast.Slice) and (
+            analysis.code_of(read.args[0]) == analysis.code_of(index)
         )
         return same_dict and same_key
     return False
 
 
 def _call_accumulations(
-    analysis: FileAnalysis, statement: cst.Expr, call: cst.Call
+    analysis: FileAnalysis, statement: ast.Expr, call: ast.Call
 ) -> Iterator[_Accumulation]:
     func = call.func
-    if not isinstance(func, cst.Attribute) or not call.args or call.args[0].keyword:
+    if (
+        not isinstance(func, ast.Attribute)
+        or not call.args
+        or isinstance(call.args[0], ast.Starred)
+    ):
         return
-    if func.attr.value == "append":
-        yield _Accumulation(statement, func.value, call.args[0].value, stores_reference=True)
+    if func.attr == "append":
+        yield _Accumulation(statement, func.value, call.args[0], stores_reference=True)
         return
     receiver = analysis.value_of(func.value)
     if (
@@ -171,28 +174,28 @@ def _call_accumulations(
         or receiver.cls not in analysis.index.classes
     ):
         return
-    method = analysis.index.classes[receiver.cls].methods.get(func.attr.value)
+    method = analysis.index.classes[receiver.cls].methods.get(func.attr)
     if method is None:
         return
-    params = list(method.params.params)[1:]
+    params = list(method.args.args)[1:]
     for arg, param in zip(call.args, params, strict=False):
-        if arg.keyword is not None:
+        if isinstance(arg, ast.Starred):
             break
-        attribute = _attribute_accumulating(analysis, method, param.name.value)
+        attribute = _attribute_accumulating(analysis, method, param.arg)
         if attribute is not None:
             yield _Accumulation(
                 statement,
                 func.value,
-                arg.value,
+                arg,
                 stores_reference=True,
                 owner_class=receiver.cls,
                 owner_attribute=attribute,
-                owner_parameter=param.name,
+                owner_parameter=param,
             )
 
 
 def _attribute_accumulating(
-    analysis: FileAnalysis, method: cst.FunctionDef, param: str
+    analysis: FileAnalysis, method: ast.FunctionDef | ast.AsyncFunctionDef, param: str
 ) -> str | None:
     """The `self` attribute into which `method` adds or appends its parameter `param` as it
     was passed: a meter's `self.sum += val * n`, a logger's `self.values[name].append(value)`.
@@ -209,14 +212,17 @@ def _attribute_accumulating(
 
 
 def _tested_before(
-    analysis: FileAnalysis, occurrence: cst.Name, param: str, method: cst.FunctionDef
+    analysis: FileAnalysis,
+    occurrence: ast.Name,
+    param: str,
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
 ) -> bool:
     """Whether `occurrence` runs under a test of `param` (`if torch.is_tensor(value): ...
     .append(value.item()) else: .append(value)`): a tensor may then take another branch."""
-    node: cst.CSTNode | None = analysis.parent(occurrence)
+    node: ast.AST | None = analysis.parent(occurrence)
     while node is not None and node is not method:
-        if isinstance(node, (cst.If, cst.While, cst.IfExp)) and any(
-            isinstance(inner, cst.Name) and inner.value == param
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and any(
+            isinstance(inner, ast.Name) and inner.id == param
             for inner in analysis.descendants(node.test)
         ):
             return True
@@ -224,35 +230,34 @@ def _tested_before(
     return False
 
 
-def _self_attribute_storing(analysis: FileAnalysis, occurrence: cst.Name) -> str | None:
+def _self_attribute_storing(analysis: FileAnalysis, occurrence: ast.Name) -> str | None:
     """The `self` attribute that keeps `occurrence` (through arithmetic on it): `self.x +=`,
     `self.x[k] = self.x.get(k, 0) + ...`, `self.x.append(...)`, `self.x[k].append(...)`,
     `self.x.setdefault(k, []).append(...)`."""
-    node: cst.CSTNode = occurrence
+    node: ast.AST = occurrence
     parent = analysis.parent(node)
-    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+    while isinstance(parent, (ast.BinOp, ast.UnaryOp)):
         node, parent = parent, analysis.parent(parent)
-    store: cst.BaseExpression | None = None
-    if isinstance(parent, cst.AugAssign) and isinstance(parent.operator, cst.AddAssign):
+    store: ast.expr | None = None
+    if isinstance(parent, ast.AugAssign) and type(parent.op) is ast.Add:
         store = parent.target if parent.value is node else None
-    elif isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
-        target = parent.targets[0].target
+    elif isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1:
+        target = parent.targets[0]
         if (
-            isinstance(node, cst.BinaryOperation)
-            and isinstance(node.operator, cst.Add)
-            and isinstance(target, cst.Subscript)
+            isinstance(node, ast.BinOp)
+            and type(node.op) is ast.Add
+            and isinstance(target, ast.Subscript)
             and any(_reads_accumulator(analysis, target, side) for side in (node.left, node.right))
         ):
             store = target
-    elif isinstance(parent, cst.Arg) and parent.value is node:
-        call = analysis.parent(parent)
-        if (
-            isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "append"
-            and call.args[0] is parent
-        ):
-            store = through_setdefault(call.func.value)
+    elif (
+        isinstance(parent, ast.Call)
+        and parent.args
+        and parent.args[0] is node
+        and isinstance(parent.func, ast.Attribute)
+        and parent.func.attr == "append"
+    ):
+        store = through_setdefault(parent.func.value)
     key = target_key(_container(store)) if store is not None else None
     return key[5:] if key is not None and key.startswith("self.") else None
 
@@ -308,9 +313,7 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
         )
     if unsafe_because:
         message += f" Unsafe: {unsafe_because}."
-    replacements: dict[cst.CSTNode, cst.CSTNode] = {
-        atom: method_call(atom, method) for atom in atoms
-    }
+    replacements: dict[ast.AST, Rewrite] = {atom: calling(method) for atom in atoms}
     tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
     return RuleFinding(statement, message, tier, replacements)
 
@@ -358,7 +361,12 @@ def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value
         initial = entry[key]
     if initial is not None:
         return initial
-    if key.startswith("self.") and info is not None and scope.name.value != "__init__":
+    if (
+        key.startswith("self.")
+        and info is not None
+        and isinstance(scope, _FUNCTION_TYPES)
+        and scope.name != "__init__"
+    ):
         return analysis.class_attribute_inits(info.name, key[5:])  # object state outlives calls
     return None
 
@@ -374,19 +382,18 @@ def _fresh_each_iteration(analysis: FileAnalysis, accumulation: _Accumulation) -
 
 
 def _rebound_before(
-    analysis: FileAnalysis, loop: cst.For | cst.While, key: str, statement: cst.CSTNode
+    analysis: FileAnalysis,
+    loop: ast.For | ast.AsyncFor | ast.While,
+    key: str,
+    statement: ast.stmt,
 ) -> bool:
     """Whether `key` is plainly re-assigned in `loop`'s body, outside any `if`, before
     `statement` in the same iteration."""
-    for node in loop.body.body:
+    for node in loop.body:
         if analysis.contains(node, statement):
             return False
-        if isinstance(node, cst.SimpleStatementLine):
-            for small in node.body:
-                if isinstance(small, cst.Assign) and any(
-                    target_key(t.target) == key for t in small.targets
-                ):
-                    return True
+        if isinstance(node, ast.Assign) and any(target_key(t) == key for t in node.targets):
+            return True
     return False
 
 
@@ -430,16 +437,16 @@ def _holds_numbers(initial: Value) -> bool:
 
 
 # -- how it rewrites ------------------------------------------------------------------------
-def _is_parameter(analysis: FileAnalysis, atom: cst.BaseExpression) -> bool:
+def _is_parameter(analysis: FileAnalysis, atom: ast.expr) -> bool:
     scope = analysis.scope_of(atom)
-    if not isinstance(atom, cst.Name) or not isinstance(scope, cst.FunctionDef):
+    if not isinstance(atom, ast.Name) or not isinstance(scope, _FUNCTION_TYPES):
         return False
-    params = [*scope.params.posonly_params, *scope.params.params, *scope.params.kwonly_params]
-    return any(param.name.value == atom.value for param in params)
+    params = [*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs]
+    return any(param.arg == atom.id for param in params)
 
 
-def _container(target: cst.BaseExpression) -> cst.BaseExpression:
+def _container(target: ast.expr) -> ast.expr:
     """`acc` for `acc[key]` and `acc["a"]["b"]`."""
-    while isinstance(target, cst.Subscript):
+    while isinstance(target, ast.Subscript):
         target = target.value
     return target

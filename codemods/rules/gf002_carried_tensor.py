@@ -49,6 +49,7 @@ reported instead.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,22 +58,23 @@ import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.flows import Use, follow_expression, follow_target
-from codemods.analysis.index import ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
 from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
-from codemods.rules.base import Rule, RuleFinding
-from codemods.rules.edits import method_call
+from codemods.rules.base import Rewrite, Rule, RuleFinding
+from codemods.rules.edits import calling, method_call
 
 _STORE_TEXT = re.compile(r"\bfor\b|\bwhile\b|self\.\w+\s*=")
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+# Expressions a `.detach()` follows without parentheses (as `edits.method_call` decides).
+_ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
 # Recurrent modules whose state output (position 1) is an `(h, c)` tuple or one tensor.
 _TUPLE_STATE_MODULES = frozenset({"torch.nn.LSTM"})
 _TENSOR_STATE_MODULES = frozenset({"torch.nn.GRU", "torch.nn.RNN"})
 _GROWING_METHODS = frozenset({"append", "insert"})
-
-Loop = cst.For | cst.While
+_FOR_TYPES = (ast.For, ast.AsyncFor)
+_LOOP_OR_BRANCH = (ast.If, ast.Try, ast.TryStar, ast.For, ast.AsyncFor, ast.While)
 
 
 class CarriedTensor(Rule):
@@ -135,8 +137,8 @@ class CarriedTensor(Rule):
         return bool(_STORE_TEXT.search(text))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        reported: set[cst.CSTNode] = set()
-        carries_by_store: dict[cst.CSTNode, list[_Carry]] = {}
+        reported: set[ast.AST] = set()
+        carries_by_store: dict[ast.Assign, list[_Carry]] = {}
         for carry in _carries(analysis):
             carries_by_store.setdefault(carry.store, []).append(carry)
         for store, carries in carries_by_store.items():
@@ -155,19 +157,19 @@ class CarriedTensor(Rule):
 @dataclass
 class _Carry:
     key: str  # `hidden` or `self.hidden`
-    store: cst.BaseSmallStatement  # the assignment that stores the attached value
-    target: cst.BaseExpression  # the stored-to expression inside that assignment
+    store: ast.Assign  # the assignment that stores the attached value
+    target: ast.expr  # the stored-to expression inside that assignment
     loop: Loop | None  # None: a `self` attribute carried across calls of a method
-    carry_reads: list[cst.BaseExpression]  # reads that see the previous iteration's value
-    later_reads: list[cst.BaseExpression]  # reads of this iteration's value after the store
+    carry_reads: list[ast.expr]  # reads that see the previous iteration's value
+    later_reads: list[ast.expr]  # reads of this iteration's value after the store
 
 
 def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
-    for node in analysis.index.of_types(cst.Assign):
-        assert isinstance(node, cst.Assign)
+    for node in analysis.index.of_types(ast.Assign):
+        assert isinstance(node, ast.Assign)
         for assign_target in node.targets:
-            for target in _stored_names(assign_target.target):
+            for target in _stored_names(assign_target):
                 key = target_key(target)
                 if key is None:
                     continue
@@ -185,14 +187,14 @@ class _KeyFacts:
     reads, the statements that store it, and which reads each store reaches from a previous
     loop iteration (by reaching bindings)."""
 
-    reads: list[cst.BaseExpression]
-    stores: list[cst.CSTNode]
-    carried_reads: dict[cst.CSTNode, list[cst.BaseExpression]]
+    reads: list[ast.expr]
+    stores: list[ast.AST]
+    carried_reads: dict[ast.AST, list[ast.expr]]
 
     @classmethod
     def of(cls, analysis: FileAnalysis, scope: ScopeNode, key: str) -> _KeyFacts:
         reads = _reads(analysis, key, scope)
-        carried: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
+        carried: dict[ast.AST, list[ast.expr]] = {}
         bindings = analysis.bindings(scope)
         for read in reads:
             statement = analysis.statement_of(read)
@@ -204,28 +206,30 @@ class _KeyFacts:
         return cls(reads, _stores(analysis, key, scope), carried)
 
 
-def _bound_names(target: cst.BaseExpression) -> set[str]:
+def _bound_names(target: ast.expr) -> set[str]:
     return {key for name in _stored_names(target) if (key := target_key(name)) is not None}
 
 
-def _stored_names(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    """`x`, `self.x`, and the names inside `out, (h, c)` unpacking."""
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _stored_names(element.value)
-    elif isinstance(target, (cst.Name, cst.Attribute)):
+def _stored_names(target: ast.expr) -> Iterator[ast.expr]:
+    """`x`, `self.x`, and the names inside `out, (h, c)` unpacking (`*rest` included)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _stored_names(element)
+    elif isinstance(target, ast.Starred):
+        yield from _stored_names(target.value)
+    elif isinstance(target, (ast.Name, ast.Attribute)):
         yield target
 
 
 def _carry_of(
     analysis: FileAnalysis,
-    store: cst.Assign,
-    target: cst.BaseExpression,
+    store: ast.Assign,
+    target: ast.expr,
     key: str,
     facts: _KeyFacts,
 ) -> _Carry | None:
     loops = analysis.enclosing_loops(store)
-    if loops and isinstance(loops[0], cst.For) and key in _bound_names(loops[0].target):
+    if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
     if loops:
@@ -242,9 +246,9 @@ def _carry_of(
             return None
         reads = [read for read in facts.reads if analysis.contains(loops[0], read)]
         stores = [s for s in facts.stores if analysis.contains(loops[0], s)]
-    elif key.startswith("self.") and isinstance(scope, cst.FunctionDef):
+    elif key.startswith("self.") and isinstance(scope, FUNCTION_TYPES):
         loop = None
-        if scope.name.value == "__init__":
+        if scope.name == "__init__":
             return None
         reads, stores = facts.reads, facts.stores
         # A read sees the previous call's value unless a store that always runs precedes it
@@ -275,20 +279,20 @@ def _carry_of(
 
 
 def _occurrences(
-    analysis: FileAnalysis, key: str, scope: cst.CSTNode, class_wide: bool = False
-) -> list[cst.BaseExpression]:
+    analysis: FileAnalysis, key: str, scope: ScopeNode, class_wide: bool = False
+) -> list[ast.expr]:
     """Where `key` (`x`, or `self.x`) occurs in `scope`; for `self.x` with `class_wide`, in
     every method of the class."""
     if not key.startswith("self."):
-        return list(analysis.occurrences(key, scope))  # type: ignore[arg-type]
-    info = analysis.class_of(scope)  # type: ignore[arg-type]
+        return list(analysis.occurrences(key, scope))
+    info = analysis.class_of(scope)
     if info is None:
         return []
     found = analysis.self_attribute_occurrences(info.name, key[5:])
-    return found if class_wide else [o for o in found if analysis.scope_of(o) is scope]
+    return list(found) if class_wide else [o for o in found if analysis.scope_of(o) is scope]
 
 
-def _reads(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.BaseExpression]:
+def _reads(analysis: FileAnalysis, key: str, scope: ScopeNode) -> list[ast.expr]:
     return [
         r
         for r in _occurrences(analysis, key, scope)
@@ -296,9 +300,9 @@ def _reads(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.Bas
     ]
 
 
-def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CSTNode]:
+def _stores(analysis: FileAnalysis, key: str, scope: ScopeNode) -> list[ast.AST]:
     """Statements in `scope` that rebind `key`, or detach it in place."""
-    stores: list[cst.CSTNode] = []
+    stores: list[ast.AST] = []
     for occurrence in _occurrences(analysis, key, scope):
         statement = analysis.statement_of(occurrence)
         if statement is None:
@@ -308,95 +312,112 @@ def _stores(analysis: FileAnalysis, key: str, scope: cst.CSTNode) -> list[cst.CS
     return stores
 
 
-def _rebound_unless_none(analysis: FileAnalysis, loop: Loop, key: str, read: cst.CSTNode) -> bool:
+def _rebound_unless_none(analysis: FileAnalysis, loop: Loop, key: str, read: ast.AST) -> bool:
     """`if h is not None: h = repackage(h)` earlier in the iteration: the only value that
     skips the rebinding is `None`, which carries no graph."""
-    for statement in loop.body.body:
+    for statement in loop.body:
         if analysis.contains(statement, read):
             return False
         if (
-            isinstance(statement, cst.If)
-            and _is_none_test(statement.test, key, cst.IsNot)
+            isinstance(statement, ast.If)
+            and _is_none_test(statement.test, key, ast.IsNot)
             and any(
-                isinstance(small, cst.Assign)
-                and any(key in _bound_names(t.target) for t in small.targets)
-                for line in statement.body.body
-                if isinstance(line, cst.SimpleStatementLine)
-                for small in line.body
+                isinstance(small, ast.Assign) and any(key in _bound_names(t) for t in small.targets)
+                for small in statement.body
             )
         ):
             return True
     return False
 
 
-def _is_none_test(test: cst.BaseExpression, key: str, operator: type) -> bool:
-    """`key is None` (operator `cst.Is`) or `key is not None` (`cst.IsNot`)."""
+def _is_none_test(test: ast.expr, key: str, operator: type) -> bool:
+    """`key is None` (operator `ast.Is`) or `key is not None` (`ast.IsNot`)."""
     return (
-        isinstance(test, cst.Comparison)
+        isinstance(test, ast.Compare)
         and target_key(test.left) == key
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].operator, operator)
-        and isinstance(test.comparisons[0].comparator, cst.Name)
-        and test.comparisons[0].comparator.value == "None"
+        and len(test.ops) == 1
+        and type(test.ops[0]) is operator
+        and _is_none(test.comparators[0])
     )
 
 
-def _conditional(analysis: FileAnalysis, statement: cst.CSTNode, boundary: cst.CSTNode) -> bool:
+def _is_none(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _conditional(analysis: FileAnalysis, statement: ast.AST, boundary: ast.AST) -> bool:
     """Whether `statement` sits under an `if`, `try` or inner loop inside `boundary`."""
     node = analysis.parent(statement)
     while node is not None and node is not boundary:
-        if isinstance(node, (cst.If, cst.Try, cst.For, cst.While)):
+        if isinstance(node, _LOOP_OR_BRANCH):
             return True
         node = analysis.parent(node)
     return False
 
 
-def _carries_on(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
+def _argument_of(analysis: FileAnalysis, node: ast.AST) -> ast.Call | None:
+    """The call `node` is an argument of (`f(node)`, `f(k=node)`, `f(*node)`), if any."""
+    parent = analysis.parent(node)
+    if isinstance(parent, (ast.keyword, ast.Starred)):
+        holder, parent = parent, analysis.parent(parent)
+    else:
+        holder = node
+    if isinstance(parent, ast.Call) and parent.func is not holder:
+        return parent
+    return None
+
+
+def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
     """Whether `read` takes the value into further computation: not an `is None` test, and
     not already detached there (`h.detach()`, `repackage_hidden(h)`,
     `tuple(s.detach() for s in h)`)."""
     parent = analysis.parent(read)
-    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.If, cst.BooleanOperation)):
+    if isinstance(parent, (ast.Compare, ast.If, ast.BoolOp)):
         return False
     if (
-        isinstance(parent, cst.Attribute)
+        isinstance(parent, ast.Attribute)
         and parent.value is read
-        and parent.attr.value in ("detach", "detach_", "data")
+        and parent.attr in ("detach", "detach_", "data")
     ):
         return False  # `h.data`, `Variable(h.data)` (pre-0.4 code) detach too
-    if isinstance(parent, cst.Arg):
-        call = analysis.parent(parent)
+    call = _argument_of(analysis, read)
+    if call is not None:
         helper = _detach_helper(analysis)
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and helper is not None:
-            return call.func.value != helper
-    if isinstance(parent, cst.CompFor) and parent.iter is read:
+        if isinstance(call.func, ast.Name) and helper is not None:
+            return call.func.id != helper
+    if isinstance(parent, ast.comprehension) and parent.iter is read:
         # `tuple(s.detach() for s in h)`, `tuple([each.data for each in h])`
-        element = getattr(analysis.parent(parent), "elt", None)
-        if isinstance(element, cst.Call):
+        comprehension = analysis.parent(parent)
+        element = (
+            getattr(comprehension, "elt", None)
+            if getattr(comprehension, "generators", [None])[0] is parent
+            else None
+        )
+        if isinstance(element, ast.Call):
             element = element.func
-        if isinstance(element, cst.Attribute) and element.attr.value in ("detach", "data"):
+        if isinstance(element, ast.Attribute) and element.attr in ("detach", "data"):
             return False
     return True
 
 
-def _is_method_receiver(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
+def _is_method_receiver(analysis: FileAnalysis, read: ast.AST) -> bool:
     """`h.detach_()`, `h.zero_()`: in-place calls, not reads that carry the value on."""
     parent = analysis.parent(read)
-    return (
-        isinstance(parent, cst.Attribute)
-        and parent.value is read
-        and parent.attr.value.endswith("_")
-        and isinstance(analysis.parent(parent), cst.Call)
-    )
+    if not (
+        isinstance(parent, ast.Attribute) and parent.value is read and parent.attr.endswith("_")
+    ):
+        return False
+    call = analysis.parent(parent)
+    return isinstance(call, ast.Call) and call.func is parent
 
 
-def _detaches_in_place(analysis: FileAnalysis, statement: cst.CSTNode) -> bool:
+def _detaches_in_place(analysis: FileAnalysis, statement: ast.AST) -> bool:
     return (
-        isinstance(statement, cst.Expr)
-        and isinstance(statement.value, cst.Call)
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
         and (
-            isinstance(statement.value.func, cst.Attribute)
-            and statement.value.func.attr.value == "detach_"
+            isinstance(statement.value.func, ast.Attribute)
+            and statement.value.func.attr == "detach_"
         )
     )
 
@@ -408,7 +429,7 @@ class _CarryVerdict:
     why: str
     reused_by_backward: bool
     tier: Tier
-    replacements: dict[cst.CSTNode, cst.CSTNode]
+    replacements: dict[ast.AST, Rewrite]
     shown: str  # the detached read or store, for the message
     caveat: str = ""  # what else to do, or why an unsafe fix may change gradients
     retained: bool = False  # its backward retains the graph: the next one meets the step
@@ -427,7 +448,7 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if stored.loss and stored.scalar:
         return None  # a loss carried as a number is GF001's
     reused_by_backward = False
-    retained: list[cst.Call] = []  # `backward(retain_graph=True)` calls the carry reaches
+    retained: list[ast.Call] = []  # `backward(retain_graph=True)` calls the carry reaches
     freeing = False  # it also reaches a backward that frees the graph
     for read in carry.carry_reads:
         flow = follow_expression(analysis, read)
@@ -457,7 +478,7 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
 
 
 def _retained_verdict(
-    analysis: FileAnalysis, carry: _Carry, why: str, retained: list[cst.Call]
+    analysis: FileAnalysis, carry: _Carry, why: str, retained: list[ast.Call]
 ) -> _CarryVerdict | None:
     """A carry whose backward runs with `retain_graph=True`, the bandage for 'Trying to
     backward through the graph a second time'. With an optimizer step in every iteration the
@@ -486,15 +507,15 @@ def _retained_verdict(
     return _CarryVerdict(carry.key, why, True, Tier.UNSAFE, *edit, caveat, retained=True)
 
 
-def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> cst.Call | None:
+def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> ast.Call | None:
     """An optimizer step (`opt.step()` on an optimizer this file makes) that runs in every
     iteration the value is carried across (or every call of the carrying method)."""
     boundary = carry.loop if carry.loop is not None else analysis.scope_of(carry.store)
     for node in analysis.descendants(boundary):
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value == "step"
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "step"
             and analysis.value_of(node.func.value).kind is Kind.OPTIMIZER
             and not _conditional(analysis, analysis.statement_of(node) or node, boundary)
         ):
@@ -502,13 +523,13 @@ def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> cst.Call | N
     return None
 
 
-def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: cst.Call) -> bool:
+def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: ast.Call) -> bool:
     """Whether the step updates weights that the carried graph saved: the value is the state
     a recurrent module (`nn.GRU`, `nn.LSTM`, `nn.RNN`) returns when the carried state is its
     input (its weights are saved once that input requires grad), and the optimizer is built
     in this file over that module's `.parameters()`."""
     value = carry.store.value
-    if not isinstance(value, cst.Call):
+    if not isinstance(value, ast.Call):
         return False
     module = analysis.value_of(value.func)
     if module.kind is not Kind.MODULE or module.cls not in torch_api.RECURRENT_MODULES:
@@ -517,31 +538,29 @@ def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: cst
         return False
     optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
     return any(
-        isinstance(node, cst.Assign)
-        and any(target_key(t.target) == optimizer for t in node.targets)
-        and isinstance(node.value, cst.Call)
+        isinstance(node, ast.Assign)
+        and any(target_key(t) == optimizer for t in node.targets)
+        and isinstance(node.value, ast.Call)
         and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
         and _takes_parameters_of(analysis, node.value, value.func)
-        for node in analysis.index.of_types(cst.Assign)
+        for node in analysis.index.of_types(ast.Assign)
     )
 
 
-def _takes_parameters_of(
-    analysis: FileAnalysis, constructor: cst.Call, module: cst.BaseExpression
-) -> bool:
+def _takes_parameters_of(analysis: FileAnalysis, constructor: ast.Call, module: ast.expr) -> bool:
     """Whether an optimizer's arguments hold `<module>.parameters()`."""
     wanted = target_key(module)
     return wanted is not None and any(
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "parameters"
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "parameters"
         and target_key(node.func.value) == wanted
-        for arg in constructor.args
+        for arg in [*constructor.args, *constructor.keywords]
         for node in analysis.descendants(arg)
     )
 
 
-def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[cst.BaseExpression]:
+def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[ast.expr]:
     """Carried reads that may also see the value stored in the same iteration (or call): a
     value stored only under a condition (`if self.initial is None: self.initial = losses`)
     and read after it, in a branch that can run after the store."""
@@ -584,24 +603,25 @@ def _crosses_training_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     return not in_forward(analysis, carry.store) and analysis.loop_reaches_step(carry.loop)
 
 
-def _requires_grad_set(analysis: FileAnalysis, key: str, node: cst.CSTNode) -> bool:
+def _requires_grad_set(analysis: FileAnalysis, key: str, node: ast.AST) -> bool:
     """Whether the code sets `requires_grad` on `key` (`x.requires_grad_()`,
     `x.requires_grad = True`): it wants gradients with respect to that tensor itself."""
     for occurrence in _occurrences(analysis, key, analysis.scope_of(node), class_wide=True):
         parent = analysis.parent(occurrence)
         if (
-            isinstance(parent, cst.Attribute)
+            isinstance(parent, ast.Attribute)
             and parent.value is occurrence
-            and parent.attr.value in ("requires_grad", "requires_grad_")
+            and parent.attr in ("requires_grad", "requires_grad_")
         ):
             grandparent = analysis.parent(parent)
-            if isinstance(grandparent, cst.Call) or not analysis.is_load(parent):
+            called = isinstance(grandparent, ast.Call) and grandparent.func is parent
+            if called or not analysis.is_load(parent):
                 return True
     return False
 
 
 def _carry_finding(
-    analysis: FileAnalysis, store: cst.CSTNode, verdicts: list[_CarryVerdict]
+    analysis: FileAnalysis, store: ast.Assign, verdicts: list[_CarryVerdict]
 ) -> RuleFinding:
     names = " and ".join(f"`{v.key}`" for v in verdicts)
     carries = (
@@ -641,7 +661,7 @@ def _carry_finding(
     return RuleFinding(statement or store, message, tier, replacements)
 
 
-def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
+def _inside(analysis: FileAnalysis, carry: _Carry, node: ast.AST) -> bool:
     if carry.loop is not None:
         return analysis.contains(carry.loop, node)
     return analysis.scope_of(node) is analysis.scope_of(carry.store) or _called_per_step(
@@ -649,22 +669,27 @@ def _inside(analysis: FileAnalysis, carry: _Carry, node: cst.CSTNode) -> bool:
     )
 
 
-def _only_retains(call: cst.Call) -> bool:
+def _only_retains(call: ast.Call) -> bool:
     """`loss.backward(retain_graph=True)`: the graph is kept, no higher-order graph is made."""
-    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
     retain = keywords.get("retain_graph")
+    # Past the first argument (the gradient), only named arguments.
+    arguments: list[ast.AST] = [*call.args, *call.keywords]
     return (
-        isinstance(retain, cst.Name)
-        and retain.value == "True"
+        isinstance(retain, ast.Constant)
+        and retain.value is True
         and "create_graph" not in keywords
-        and all(arg.keyword is not None for arg in call.args[1:])
+        and all(isinstance(a, ast.keyword) and a.arg is not None for a in arguments[1:])
     )
 
 
-def _keeps_graph(call: cst.Call) -> bool:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value in ("retain_graph", "create_graph"):
-            return not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None"))
+def _keeps_graph(call: ast.Call) -> bool:
+    for keyword in call.keywords:
+        if keyword.arg in ("retain_graph", "create_graph"):
+            value = keyword.value
+            return not (
+                isinstance(value, ast.Constant) and (value.value is False or value.value is None)
+            )
     return False
 
 
@@ -675,21 +700,21 @@ def _feeds_back(analysis: FileAnalysis, carry: _Carry) -> bool:
     )
 
 
-def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> bool:
+def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
     """Whether `read` flows, through assignments in the loop, into the carried store."""
-    node: cst.CSTNode = read
+    node: ast.AST = read
     for _ in range(8):
         statement = analysis.statement_of(node)
-        if statement is None or not isinstance(statement, cst.Assign):
+        if statement is None or not isinstance(statement, ast.Assign):
             return False
         if statement is carry.store:
             return True
-        names = [t.target for t in statement.targets if isinstance(t.target, cst.Name)]
+        names = [t for t in statement.targets if isinstance(t, ast.Name)]
         if len(names) != 1:
             return False
         later = [
             o
-            for o in analysis.occurrences(names[0].value, analysis.scope_of(statement))
+            for o in analysis.occurrences(names[0].id, analysis.scope_of(statement))
             if analysis.is_load(o)
             and analysis.index.start[o] > analysis.index.end[statement]
             and analysis.contains(carry.store, o)
@@ -720,14 +745,12 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     )
 
 
-def _carry_edit(
-    analysis: FileAnalysis, carry: _Carry
-) -> tuple[dict[cst.CSTNode, cst.CSTNode], str] | None:
+def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Rewrite], str] | None:
     store = carry.store
-    if _is_update_of_itself(carry) and isinstance(store.value, cst.BinaryOperation):
+    if _is_update_of_itself(carry) and isinstance(store.value, ast.BinOp):
         atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
         if atoms:  # an EMA / running statistic: keep the update out of the graph
-            return {a: _detached(a) for a in atoms}, analysis.code_of(_detached(atoms[0]))
+            return {a: _detached for a in atoms}, _detached_text(analysis, atoms[0])
     if not carry.later_reads:
         edit = _store_edit(analysis, carry)
         if edit is not None:
@@ -746,34 +769,42 @@ def _carry_edit(
     if entry.kind is not state and not may_be_none and not initialised:
         return None  # the first iteration reads a value of another shape, or an unknown one
     helper = _detach_helper(analysis)
-    replacements: dict[cst.CSTNode, cst.CSTNode] = {}
+    replacements: dict[ast.AST, Rewrite] = {}
+    shown: list[str] = []
     for read in reads:
+        code = _operand_text(analysis, read)
+        detached: Rewrite
         if helper is not None:
-            detached: cst.BaseExpression = cst.Call(func=cst.Name(helper), args=[cst.Arg(read)])
+            detached = _through_helper(helper)
+            text = f"{helper}({analysis.code_of(read)})"
         elif state is Kind.TENSOR:
-            detached = _detached(read)
+            detached = _detached
+            text = f"{code}.detach()"
         else:
-            detached = _detached_tuple(read)
+            detached = _detached_tuple
+            text = f"tuple(s.detach() for s in {analysis.code_of(read)})"
         # The first iteration reads the initial `None`: detach only what a step made.
-        replacements[read] = _unless_none(read, detached) if may_be_none else detached
-    first = replacements[reads[0]]
-    return replacements, analysis.code_of(first)
+        if may_be_none:
+            replacements[read] = _unless_none(detached)
+            shown.append(f"(None if {analysis.code_of(read)} is None else {text})")
+        else:
+            replacements[read] = detached
+            shown.append(text)
+    return replacements, shown[0]
 
 
-def _store_edit(
-    analysis: FileAnalysis, carry: _Carry
-) -> tuple[dict[cst.CSTNode, cst.CSTNode], str] | None:
+def _store_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Rewrite], str] | None:
     """`.detach()` on the stored value, when it is one graph-attached tensor stored whole."""
     store = carry.store
     if (
-        carry.target is not store.targets[0].target
+        carry.target is not store.targets[0]
         or _stored_value(analysis, carry).kind is not Kind.TENSOR
     ):
         return None
     atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
     if len(atoms) != 1 or atoms[0] is not store.value:
         return None
-    return {store.value: _detached(store.value)}, analysis.code_of(_detached(store.value))
+    return {store.value: _detached}, _detached_text(analysis, store.value)
 
 
 def _entry_value(analysis: FileAnalysis, carry: _Carry) -> Value:
@@ -789,97 +820,76 @@ def _class_and_attribute(analysis: FileAnalysis, carry: _Carry) -> tuple[str, st
 
 
 def _may_be_none(analysis: FileAnalysis, carry: _Carry) -> bool:
-    """Whether the carried name (or attribute) is ever bound to `None`, or is a parameter
-    defaulting to `None` (`h = None` ... `out, h = rnn(x, h)`)."""
+    """Whether the carried name (or attribute) is ever bound to `None` (`h = None` ...
+    `out, h = rnn(x, h)`). (Parameters are not occurrences: one defaulting to `None` does
+    not count, as it did not with LibCST's index.)"""
     scope = analysis.scope_of(carry.store)
     for occurrence in _occurrences(analysis, carry.key, scope, class_wide=True):
-        parent = analysis.parent(occurrence)
+        assign = analysis.parent(occurrence)
         if (
-            isinstance(parent, cst.Param)
-            and isinstance(parent.default, cst.Name)
-            and parent.default.value == "None"
+            isinstance(assign, ast.Assign)
+            and any(target is occurrence for target in assign.targets)
+            and _is_none(assign.value)
         ):
             return True
-        if isinstance(parent, cst.AssignTarget):
-            assign = analysis.parent(parent)
-            if (
-                isinstance(assign, cst.Assign)
-                and isinstance(assign.value, cst.Name)
-                and assign.value.value == "None"
-            ):
-                return True
     return False
 
 
 def _initialised_before(analysis: FileAnalysis, carry: _Carry) -> bool:
     """`if self.h is None: self.h = torch.zeros(...)` before every carried read: the read
     never sees `None`."""
-    boundary = carry.loop.body if carry.loop is not None else analysis.scope_of(carry.store)
+    if carry.loop is not None:
+        nodes = [n for s in carry.loop.body for n in analysis.descendants(s)]
+    else:
+        nodes = analysis.descendants(analysis.scope_of(carry.store))
     first_read = min(analysis.index.start[r] for r in carry.carry_reads)
-    for node in analysis.descendants(boundary):
+    for node in nodes:
         if analysis.index.start[node] >= first_read:
             break
         if (
-            isinstance(node, cst.If)
-            and _is_none_test(node.test, carry.key, cst.Is)
-            and node.orelse is None
+            isinstance(node, ast.If)
+            and _is_none_test(node.test, carry.key, ast.Is)
+            and not node.orelse
             and any(
-                isinstance(s, cst.Assign)
-                and any(target_key(t.target) == carry.key for t in s.targets)
-                for s in analysis.descendants(node.body)
+                isinstance(s, ast.Assign) and any(target_key(t) == carry.key for t in s.targets)
+                for statement in node.body
+                for s in analysis.descendants(statement)
             )
         ):
             return True
     return False
 
 
-def _unless_none(read: cst.BaseExpression, detached: cst.BaseExpression) -> cst.IfExp:
-    """`None if h is None else h.detach()`, parenthesised so it reads as one argument."""
-    return cst.IfExp(
-        body=cst.Name("None"),
-        test=cst.Comparison(
-            left=read, comparisons=[cst.ComparisonTarget(cst.Is(), cst.Name("None"))]
-        ),
-        orelse=detached,
-        lpar=[cst.LeftParen()],
-        rpar=[cst.RightParen()],
-    )
-
-
-def _is_autograd_input(analysis: FileAnalysis, read: cst.CSTNode) -> bool:
+def _is_autograd_input(analysis: FileAnalysis, read: ast.AST) -> bool:
     """`h.backward()`, `torch.autograd.grad(h, ...)`: the read is what gets differentiated."""
     parent = analysis.parent(read)
-    if isinstance(parent, cst.Attribute) and parent.value is read:
-        return parent.attr.value == "backward"
-    if isinstance(parent, cst.Arg):
-        call = analysis.parent(parent)
-        return isinstance(call, cst.Call) and (
-            analysis.qualified_name(call.func) in torch_api.AUTOGRAD_FUNCTIONS
-        )
-    return False
+    if isinstance(parent, ast.Attribute) and parent.value is read:
+        return parent.attr == "backward"
+    call = _argument_of(analysis, read)
+    return call is not None and (analysis.qualified_name(call.func) in torch_api.AUTOGRAD_FUNCTIONS)
 
 
 def _is_update_of_itself(carry: _Carry) -> bool:
     return any(
-        isinstance(read, (cst.Name, cst.Attribute))
+        isinstance(read, (ast.Name, ast.Attribute))
         and _is_arithmetic_operand(carry.store.value, read)
         for read in carry.carry_reads
     )
 
 
-def _is_arithmetic_operand(expression: cst.BaseExpression, read: cst.CSTNode) -> bool:
+def _is_arithmetic_operand(expression: ast.expr, read: ast.AST) -> bool:
     if expression is read:
         return True
-    if isinstance(expression, cst.BinaryOperation):
+    if isinstance(expression, ast.BinOp):
         return _is_arithmetic_operand(expression.left, read) or _is_arithmetic_operand(
             expression.right, read
         )
-    if isinstance(expression, cst.UnaryOperation):
-        return _is_arithmetic_operand(expression.expression, read)
+    if isinstance(expression, ast.UnaryOp):
+        return _is_arithmetic_operand(expression.operand, read)
     return False
 
 
-def _is_key(key: str) -> Callable[[cst.BaseExpression], bool]:
+def _is_key(key: str) -> Callable[[ast.expr], bool]:
     """Whether a part of an expression reads the carried value itself."""
     return lambda part: target_key(part) == key
 
@@ -893,7 +903,7 @@ def _state_shape(analysis: FileAnalysis, carry: _Carry) -> Kind | None:
 def _stored_value(analysis: FileAnalysis, carry: _Carry) -> Value:
     """What the store puts into the carried target, through tuple unpacking."""
     value = analysis.value_of(carry.store.value)
-    path = _path_to(carry.store.targets[0].target, carry.target)
+    path = _path_to(carry.store.targets[0], carry.target)
     for position in path or ():
         if value.parts is None or position >= len(value.parts):
             return Value(value.element or Grad.UNKNOWN)
@@ -901,13 +911,15 @@ def _stored_value(analysis: FileAnalysis, carry: _Carry) -> Value:
     return value
 
 
-def _path_to(target: cst.BaseExpression, wanted: cst.BaseExpression) -> list[int] | None:
+def _path_to(target: ast.expr, wanted: ast.expr) -> list[int] | None:
     """Positions leading from an unpacking target to one of its names."""
     if target is wanted:
         return []
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for position, element in enumerate(target.elements):
-            inner = _path_to(element.value, wanted)
+    if isinstance(target, ast.Starred):
+        return _path_to(target.value, wanted)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for position, element in enumerate(target.elts):
+            inner = _path_to(element, wanted)
             if inner is not None:
                 return [position, *inner]
     return None
@@ -916,22 +928,22 @@ def _path_to(target: cst.BaseExpression, wanted: cst.BaseExpression) -> list[int
 def _detach_helper(analysis: FileAnalysis) -> str | None:
     """A function of this file that returns its argument detached (`repackage_hidden`)."""
     for name, function in analysis.index.functions.items():
-        params = function.params.params
+        params = function.args.args
         if len(params) != 1:
             continue
-        param = params[0].name.value
+        param = params[0].arg
         for occurrence in analysis.occurrences(param, function):
             parent = analysis.parent(occurrence)
             if (
-                isinstance(parent, cst.Attribute)
-                and parent.attr.value == "detach"
-                and isinstance(analysis.parent(analysis.parent(parent) or parent), cst.Return)
+                isinstance(parent, ast.Attribute)
+                and parent.attr == "detach"
+                and isinstance(analysis.parent(analysis.parent(parent) or parent), ast.Return)
             ):
                 return name
     return None
 
 
-def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) -> bool:
+def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
     loops = analysis.enclosing_loops(read)
     return bool(loops) and loops[0] is not carry.loop
 
@@ -939,37 +951,40 @@ def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: cst.CSTNode) ->
 # -- what it detects and when it is safe: kept values ----------------------------------------
 @dataclass
 class _KeptStore:
-    statement: cst.BaseSmallStatement
-    container: cst.BaseExpression  # what outlives the loop
-    operand: cst.BaseExpression  # the stored value
+    statement: ast.stmt
+    container: ast.expr  # what outlives the loop
+    operand: ast.expr  # the stored value
     loop: Loop
 
 
 def _kept_stores(analysis: FileAnalysis) -> Iterator[_KeptStore]:
-    for node in analysis.index.of_types(cst.Expr, cst.Assign):
-        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+    for node in analysis.index.of_types(ast.Expr, ast.Assign):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             func = node.value.func
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in _GROWING_METHODS
-                and node.value.args
-            ):
-                store = _kept_store(analysis, node, func.value, node.value.args[-1].value)
+            arguments = _arguments(node.value)
+            if isinstance(func, ast.Attribute) and func.attr in _GROWING_METHODS and arguments:
+                store = _kept_store(analysis, node, func.value, arguments[-1])
                 if store is not None:
                     yield store
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
-            target = node.targets[0].target
-            if isinstance(target, cst.Subscript) and not _constant_index(target):
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Subscript) and not _constant_index(target):
                 store = _kept_store(analysis, node, target.value, node.value)
                 if store is not None:
                     yield store
 
 
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    """The values `call` passes, positional then named (`*xs` as `xs`)."""
+    positional = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
+    return positional + [keyword.value for keyword in call.keywords]
+
+
 def _kept_store(
     analysis: FileAnalysis,
-    statement: cst.BaseSmallStatement,
-    container: cst.BaseExpression,
-    operand: cst.BaseExpression,
+    statement: ast.stmt,
+    container: ast.expr,
+    operand: ast.expr,
 ) -> _KeptStore | None:
     key = target_key(container)
     loops = analysis.enclosing_loops(statement)
@@ -985,11 +1000,12 @@ def _kept_store(
     return _KeptStore(statement, container, operand, outlived[-1])
 
 
-def _constant_index(target: cst.Subscript) -> bool:
+def _constant_index(target: ast.Subscript) -> bool:
+    index = target.slice
+    elements = index.elts if isinstance(index, ast.Tuple) else [index]
     return all(
-        isinstance(element.slice, cst.Index)
-        and isinstance(element.slice.value, (cst.SimpleString, cst.Integer))
-        for element in target.slice
+        isinstance(element, ast.Constant) and type(element.value) in (str, bytes, int)
+        for element in elements
     )
 
 
@@ -1037,7 +1053,7 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
         symptom = "each stored tensor keeps its whole graph, so memory grows with every batch"
     message = (
         f"`{container}` keeps `{operand}`, which is graph-attached ({why}), across loop "
-        f"iterations: {symptom}. Store `{analysis.code_of(_detached(store.operand))}` instead."
+        f"iterations: {symptom}. Store `{_detached_text(analysis, store.operand)}` instead."
     )
     tier = Tier.SAFE
     if flow.uses & {Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}:
@@ -1048,7 +1064,7 @@ def _judge_kept(analysis: FileAnalysis, store: _KeptStore) -> RuleFinding | None
         )
     if not isinstance(store.operand, _ATOMS):
         return RuleFinding(store.statement, message, Tier.REPORT)
-    return RuleFinding(store.statement, message, tier, {store.operand: _detached(store.operand)})
+    return RuleFinding(store.statement, message, tier, {store.operand: _detached})
 
 
 def _evaluation_loop(analysis: FileAnalysis, loop: Loop) -> bool:
@@ -1056,33 +1072,33 @@ def _evaluation_loop(analysis: FileAnalysis, loop: Loop) -> bool:
     any `for` loop in training code (a function or script that also trains), such as a
     validation pass between epochs, or a loop of an evaluation method over the data it is
     given (`def predict(self, graphs): ... for g in graphs:`)."""
-    if not isinstance(loop, cst.For):
+    if not isinstance(loop, _FOR_TYPES):
         return False
     if iterates_batches(analysis, loop):
         return True
     scope = analysis.scope_of(loop)
-    if isinstance(scope, cst.FunctionDef):
+    if isinstance(scope, FUNCTION_TYPES):
         return analysis.training.function_reaches_step(scope) or (
             _iterates_parameter(loop, scope) and is_evaluation_function(analysis, scope)
         )
     return any(analysis.scope_of(call) is scope for call in analysis.backward_calls)
 
 
-def _iterates_parameter(loop: cst.For, function: cst.FunctionDef) -> bool:
+def _iterates_parameter(
+    loop: ast.For | ast.AsyncFor, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
     """`for x in data`, `for i, x in enumerate(data)`, where `data` is a parameter of
     `function` (not `range(steps)`: decoding steps are one computation)."""
     iterable = loop.iter
     if (
-        isinstance(iterable, cst.Call)
-        and isinstance(iterable.func, cst.Name)
-        and iterable.func.value in ("enumerate", "zip")
-        and iterable.args
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id in ("enumerate", "zip")
+        and _arguments(iterable)
     ):
-        iterable = iterable.args[0].value
-    params = [*function.params.posonly_params, *function.params.params]
-    return isinstance(iterable, cst.Name) and any(
-        param.name.value == iterable.value for param in params
-    )
+        iterable = _arguments(iterable)[0]
+    params = [*function.args.posonlyargs, *function.args.args]
+    return isinstance(iterable, ast.Name) and any(param.arg == iterable.id for param in params)
 
 
 def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
@@ -1104,16 +1120,20 @@ def _emptied_in(analysis: FileAnalysis, store: _KeptStore) -> bool:
     return any(end[statement] <= first_read for statement in emptying)
 
 
-def _emptying_statements(analysis: FileAnalysis, store: _KeptStore) -> list[cst.CSTNode]:
+def _emptying_statements(analysis: FileAnalysis, store: _KeptStore) -> list[ast.AST]:
     key = target_key(store.container)
-    found: list[cst.CSTNode] = []
-    for node in analysis.descendants(store.loop.body):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            emptied = node.func.attr.value == "clear" and target_key(node.func.value) == key
-        elif isinstance(node, cst.Del):
-            emptied = any(key == target_key(_container_of(t)) for t in _deleted(node.target))
-        elif isinstance(node, cst.Assign):
-            emptied = any(target_key(t.target) == key for t in node.targets)
+    found: list[ast.AST] = []
+    for node in (n for s in store.loop.body for n in analysis.descendants(s)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            emptied = node.func.attr == "clear" and target_key(node.func.value) == key
+        elif isinstance(node, ast.Delete):
+            emptied = any(
+                key == target_key(_container_of(t))
+                for target in node.targets
+                for t in _deleted(target)
+            )
+        elif isinstance(node, ast.Assign):
+            emptied = any(target_key(t) == key for t in node.targets)
         else:
             continue
         statement = analysis.statement_of(node) if emptied else None
@@ -1123,8 +1143,8 @@ def _emptying_statements(analysis: FileAnalysis, store: _KeptStore) -> list[cst.
 
 
 def _container_reads(
-    analysis: FileAnalysis, store: _KeptStore, emptying: list[cst.CSTNode]
-) -> list[cst.BaseExpression]:
+    analysis: FileAnalysis, store: _KeptStore, emptying: list[ast.AST]
+) -> list[ast.expr]:
     """Reads of the container in the loop, other than the store and the emptying
     statements (`xs[0]`, `torch.stack(xs)`, `if xs`)."""
     key = target_key(store.container)
@@ -1141,14 +1161,14 @@ def _container_reads(
     ]
 
 
-def _deleted(target: cst.BaseDelTargetExpression) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [element.value for element in target.elements]
+def _deleted(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return list(target.elts)
     return [target]
 
 
-def _container_of(target: cst.BaseExpression) -> cst.BaseExpression:
-    return target.value if isinstance(target, cst.Subscript) else target
+def _container_of(target: ast.expr) -> ast.expr:
+    return target.value if isinstance(target, ast.Subscript) else target
 
 
 def _read_back_in_same_iteration(analysis: FileAnalysis, store: _KeptStore) -> bool:
@@ -1175,11 +1195,35 @@ def _read_back_in_same_iteration(analysis: FileAnalysis, store: _KeptStore) -> b
 
 
 # -- shared helpers --------------------------------------------------------------------------
-def _detached(expression: cst.BaseExpression) -> cst.Call:
-    return method_call(expression, "detach")
+# Texts (for messages) are written from the source; rewrites build LibCST nodes from the
+# LibCST node the fix writer finds where the `ast` node is.
+def _operand_text(analysis: FileAnalysis, expression: ast.expr) -> str:
+    """`expression`'s code (with the parentheses the source gives it) as `.method()` can
+    follow it: parenthesised unless an atom or parenthesised already."""
+    code = analysis.code_of(expression)
+    if isinstance(expression, _ATOMS) or analysis.parenthesized(expression):
+        return code
+    return f"({code})"
 
 
-def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:
+def _detached_text(analysis: FileAnalysis, expression: ast.expr) -> str:
+    return f"{_operand_text(analysis, expression)}.detach()"
+
+
+# `h` -> `h.detach()`
+_detached: Rewrite = calling("detach")
+
+
+def _through_helper(helper: str) -> Rewrite:
+    """`repackage_hidden(h)`: the file's own detaching helper applied to the read."""
+
+    def rewrite(read: cst.CSTNode) -> cst.CSTNode:
+        return cst.Call(func=cst.Name(helper), args=[cst.Arg(read)])  # type: ignore[arg-type]
+
+    return rewrite
+
+
+def _detached_tuple(expression: cst.CSTNode) -> cst.CSTNode:
     """`tuple(s.detach() for s in hidden)`: element-wise for an `(h, c)` state."""
     element = cst.Name("s")
     return cst.Call(
@@ -1187,11 +1231,29 @@ def _detached_tuple(expression: cst.BaseExpression) -> cst.Call:
         args=[
             cst.Arg(
                 cst.GeneratorExp(
-                    elt=_detached(element),
-                    for_in=cst.CompFor(target=element, iter=expression),
+                    elt=method_call(element, "detach"),
+                    for_in=cst.CompFor(target=element, iter=expression),  # type: ignore[arg-type]
                     lpar=[],
                     rpar=[],
                 )
             )
         ],
     )
+
+
+def _unless_none(detached: Rewrite) -> Rewrite:
+    """`None if h is None else h.detach()`, parenthesised so it reads as one argument."""
+
+    def rewrite(read: cst.CSTNode) -> cst.CSTNode:
+        return cst.IfExp(
+            body=cst.Name("None"),
+            test=cst.Comparison(
+                left=read,  # type: ignore[arg-type]
+                comparisons=[cst.ComparisonTarget(cst.Is(), cst.Name("None"))],
+            ),
+            orelse=detached(read),  # type: ignore[arg-type]
+            lpar=[cst.LeftParen()],
+            rpar=[cst.RightParen()],
+        )
+
+    return rewrite

@@ -38,8 +38,10 @@ or modules), so the last iteration frees the graph.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -63,8 +65,8 @@ from codemods.analysis.provenance import (
 from codemods.analysis.torch_api import at_word_starts
 from codemods.analysis.training import is_optimizer_step
 from codemods.findings import Tier
-from codemods.rules.base import Rule, RuleFinding
-from codemods.rules.edits import method_call
+from codemods.rules.base import Rewrite, Rule, RuleFinding
+from codemods.rules.edits import calling
 
 # `x.backward(`, `torch.autograd.backward(`, `torch.autograd.grad(`, `grad(` once imported.
 _GRAD_CALL_TEXT = re.compile(r"grad\(")  # at a word's start: `grad(`, not `no_grad(`
@@ -79,6 +81,26 @@ _MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "c
 _GRADIENT_ATTRIBUTES = frozenset({"grad", "zero_grad", "step", "backward"})
 # Origins whose make-up gradfix cannot see.
 _OPAQUE = frozenset({OriginKind.UNKNOWN, OriginKind.CARRIED})
+# What LibCST's FunctionDef, For and With each covered (their async forms too).
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_FORS = (ast.For, ast.AsyncFor)
+_WITHS = (ast.With, ast.AsyncWith)
+# Statements with a body: control flow, definitions (LibCST's BaseCompoundStatement).
+_COMPOUND = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.TryStar,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Match,
+)
+Loop = ast.For | ast.AsyncFor | ast.While
 
 
 @dataclass(frozen=True)
@@ -108,12 +130,12 @@ _FORMS = {
 class _Site:
     """One backward call: what it differentiates and how."""
 
-    call: cst.Call
+    call: ast.Call
     form: str  # a key of _FORMS
-    roots: list[cst.BaseExpression]  # the tensors it differentiates
-    inputs: cst.BaseExpression | None  # given: it runs only the paths to them
+    roots: list[ast.expr]  # the tensors it differentiates
+    inputs: ast.expr | None  # given: it runs only the paths to them
     retains: bool  # retain_graph or create_graph is given: it frees nothing
-    statement: cst.CSTNode
+    statement: ast.stmt
 
 
 class _Verdict(Enum):
@@ -134,8 +156,8 @@ class _Detach:
     """Detaching instead of retaining: the reads of the first loss to detach, and the
     `zero_grad()` that proves the gradients they carried are never used."""
 
-    reads: list[cst.Name]
-    zero_grad: cst.Call
+    reads: list[ast.Name]
+    zero_grad: ast.Call
 
 
 class SharedGraphBackward(Rule):
@@ -213,8 +235,8 @@ class SharedGraphBackward(Rule):
 def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
     """The backward calls of each function body (and of the module), in source order."""
     sites: dict[ScopeNode, list[_Site]] = {}
-    for node in analysis.index.of_types(cst.Call):
-        if isinstance(node, cst.Call):
+    for node in analysis.index.of_types(ast.Call):
+        if isinstance(node, ast.Call):
             site = _site(analysis, node)
             if site is not None:
                 sites.setdefault(analysis.scope_of(node), []).append(site)
@@ -223,8 +245,8 @@ def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
     return sites
 
 
-def _site(analysis: FileAnalysis, call: cst.Call) -> _Site | None:
-    if any(arg.star == "**" for arg in call.args):
+def _site(analysis: FileAnalysis, call: ast.Call) -> _Site | None:
+    if any(keyword.arg is None for keyword in call.keywords):
         return None  # `**kwargs` may hold retain_graph already: nothing to say
     statement = analysis.statement_of(call)
     if statement is None:
@@ -236,9 +258,9 @@ def _site(analysis: FileAnalysis, call: cst.Call) -> _Site | None:
         if root is None:
             return None
         roots = [root]
-        if isinstance(root, (cst.List, cst.Tuple)):
-            roots = [element.value for element in root.elements]
-    elif isinstance(func, cst.Attribute) and func.attr.value == "backward":
+        if isinstance(root, (ast.List, ast.Tuple)):
+            roots = [_unstarred(element) for element in root.elts]
+    elif isinstance(func, ast.Attribute) and func.attr == "backward":
         if not _may_be_tensor(analysis, func.value):
             return None
         form, roots = "backward", [func.value]
@@ -249,31 +271,47 @@ def _site(analysis: FileAnalysis, call: cst.Call) -> _Site | None:
     return _Site(call, form, roots, inputs, _retains(call, spec), statement)
 
 
-def _may_be_tensor(analysis: FileAnalysis, node: cst.BaseExpression) -> bool:
+def _may_be_tensor(analysis: FileAnalysis, node: ast.expr) -> bool:
     """Not an imported name, module, object or class: `Function.backward(ctx, grad)` of a
     custom autograd Function and `dist_autograd.backward(...)` are no tensor's backward."""
     if analysis.qualified_name(node) is not None:
         return False
     if analysis.value_of(node).kind not in (Kind.TENSOR, Kind.UNKNOWN):
         return False
-    return not (isinstance(node, cst.Name) and node.value[:1].isupper())
+    return not (isinstance(node, ast.Name) and node.id[:1].isupper())
 
 
-def _argument(call: cst.Call, where: tuple[int, str]) -> cst.BaseExpression | None:
+def _argument(call: ast.Call, where: tuple[int, str]) -> ast.expr | None:
     position, keyword = where
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
+    for arg in call.keywords:
+        if arg.arg == keyword:
             return arg.value
-    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
     return positional[position] if position < len(positional) else None
 
 
-def _retains(call: cst.Call, form: _Form) -> bool:
+def _unstarred(node: ast.expr) -> ast.expr:
+    """`x` for `*x`, else the node."""
+    return node.value if isinstance(node, ast.Starred) else node
+
+
+def _argument_values(call: ast.Call) -> list[ast.expr]:
+    """The values passed to `call`, positional then keyword (`*xs` and `**kw` unwrapped)."""
+    return [_unstarred(arg) for arg in call.args] + [arg.value for arg in call.keywords]
+
+
+def _has_arguments(call: ast.Call) -> bool:
+    return bool(call.args or call.keywords)
+
+
+def _retains(call: ast.Call, form: _Form) -> bool:
     """Whether the call keeps its graph: `retain_graph` given (other than a literal False),
     or `create_graph`, which retain_graph defaults to."""
     for where in (form.retain_graph, form.create_graph):
         value = _argument(call, where) if where is not None else None
-        literal_false = isinstance(value, cst.Name) and value.value in ("False", "None")
+        literal_false = isinstance(value, ast.Constant) and (
+            value.value is False or value.value is None
+        )
         if value is not None and not literal_false:
             return True
     return False
@@ -284,7 +322,7 @@ class _Checker:
     def __init__(self, analysis: FileAnalysis, provenance: Provenance) -> None:
         self.analysis = analysis
         self.provenance = provenance
-        self._in_order: list[cst.CSTNode] | None = None
+        self._in_order: list[ast.AST] | None = None
 
     def judge(self, site: _Site, later: list[_Site]) -> RuleFinding | None:
         """The finding for `site`, given the backward calls after it in its scope."""
@@ -343,8 +381,8 @@ class _Checker:
         """A backward call inside a function of the file (a loss object's `__call__` that
         steps the discriminator), then, after the call that ran it, a backward in the caller
         through the graph of what the caller passed it: the first freed it."""
-        reported: set[cst.Call] = set()
-        names = {scope.name.value for scope in by_scope if isinstance(scope, cst.FunctionDef)}
+        reported: set[ast.Call] = set()
+        names = {scope.name for scope in by_scope if isinstance(scope, _FUNCTIONS)}
         for scope, partners in by_scope.items():
             callees = [
                 site for other, sites in by_scope.items() if other is not scope for site in sites
@@ -360,27 +398,27 @@ class _Checker:
 
     def _function_name(self, function: ScopeNode) -> str:
         """`AdversarialLoss.__call__` for a method, `d_step` for a function."""
-        if not isinstance(function, cst.FunctionDef):
+        if not isinstance(function, _FUNCTIONS):
             return "the module"
         info = self.analysis.class_of(function)
         prefix = f"{info.name}." if info is not None else ""
-        return prefix + function.name.value
+        return prefix + function.name
 
     def _calls_before(
         self, scope: ScopeNode, sites: list[_Site], names: set[str]
-    ) -> list[cst.Call]:
+    ) -> list[ast.Call]:
         """The calls of `scope`'s own statements, before its last backward call, that may
         run one of the functions `names`: by name, or an object's `__call__`."""
         start = self.analysis.index.start
         last = start[sites[-1].call]
         calls = []
         for node in self.analysis.descendants(scope):
-            if type(node) is not cst.Call or start[node] >= last:  # final class: `is`
+            if type(node) is not ast.Call or start[node] >= last:  # nobody subclasses: `is`
                 continue
             func = node.func
-            name = func.value if isinstance(func, cst.Name) else None
-            if isinstance(func, cst.Attribute):
-                name = func.attr.value
+            name = func.id if isinstance(func, ast.Name) else None
+            if isinstance(func, ast.Attribute):
+                name = func.attr
             named = name in names or (
                 "__call__" in names and self.analysis.value_of(func).kind is Kind.OBJECT
             )
@@ -389,7 +427,7 @@ class _Checker:
         return calls
 
     def _call_finding(
-        self, site: _Site, call: cst.Call, partners: list[_Site]
+        self, site: _Site, call: ast.Call, partners: list[_Site]
     ) -> RuleFinding | None:
         roots = [self.provenance.of_in_call(root, call) for root in site.roots]
         if not roots or None in roots:
@@ -430,7 +468,7 @@ class _Checker:
         depends on what the first method's loss is for."""
         if sum(bool(by_scope.get(method)) for method in info.methods.values()) < 2:
             return
-        reported: set[cst.Call] = set()
+        reported: set[ast.Call] = set()
         for driver in info.methods.values():
             for first, second in self._method_calls_in_order(info, driver, by_scope):
                 site = by_scope[_self_method(first, info)][-1]  # type: ignore[index]
@@ -443,14 +481,17 @@ class _Checker:
                     yield self._methods_finding(site, partner, first, second, cached)
 
     def _method_calls_in_order(
-        self, info: ClassInfo, driver: cst.FunctionDef, by_scope: dict[ScopeNode, list[_Site]]
-    ) -> Iterator[tuple[cst.Call, cst.Call]]:
+        self,
+        info: ClassInfo,
+        driver: ast.FunctionDef | ast.AsyncFunctionDef,
+        by_scope: dict[ScopeNode, list[_Site]],
+    ) -> Iterator[tuple[ast.Call, ast.Call]]:
         """Pairs of `self.<method>()` calls, one after the other in one block of `driver`,
         of two other methods that each run a backward."""
         calls = [
             call
             for call in self.analysis.descendants(driver)
-            if isinstance(call, cst.Call)
+            if isinstance(call, ast.Call)
             and (method := _self_method(call, info)) is not None
             and method is not driver
             and by_scope.get(method)
@@ -464,12 +505,12 @@ class _Checker:
     def _cached_between(
         self,
         info: ClassInfo,
-        driver: cst.FunctionDef,
-        first: cst.Call,
-        second: cst.Call,
+        driver: ast.FunctionDef | ast.AsyncFunctionDef,
+        first: ast.Call,
+        second: ast.Call,
         site: _Site,
         partner: _Site,
-    ) -> cst.Assign | None:
+    ) -> ast.Assign | None:
         """The assignment of a `self` attribute that both backward calls reach, made by a
         method `driver` calls before `first` and not again before `second`, whose value holds
         a graph node that saves tensors."""
@@ -486,7 +527,7 @@ class _Checker:
             calls = [
                 call
                 for call in self.analysis.descendants(driver)
-                if isinstance(call, cst.Call) and _self_method(call, info) is maker
+                if isinstance(call, ast.Call) and _self_method(call, info) is maker
             ]
             start = self.analysis.index.start
             made_before = any(
@@ -510,21 +551,21 @@ class _Checker:
                     keys.add(key)
         return keys
 
-    def _assignments(self, info: ClassInfo, attribute: str) -> list[cst.Assign]:
+    def _assignments(self, info: ClassInfo, attribute: str) -> list[ast.Assign]:
         """Every assignment of `self.<attribute>` in the class; empty if any other store
         (augmented, unpacked, annotated) binds it too."""
-        assignments: list[cst.Assign] = []
+        assignments: list[ast.Assign] = []
         for occurrence in self.analysis.self_attribute_occurrences(info.name, attribute):
             if self.analysis.is_load(occurrence):
                 continue
-            target = self.analysis.parent(occurrence)
-            assign = self.analysis.parent(target) if target is not None else None
-            if not isinstance(target, cst.AssignTarget) or not isinstance(assign, cst.Assign):
+            assign = self.analysis.parent(occurrence)
+            targeted = self.analysis.index.field.get(occurrence) == "targets"
+            if not isinstance(assign, ast.Assign) or not targeted:
                 return []
             assignments.append(assign)
         return assignments
 
-    def _holds_saved(self, assign: cst.Assign) -> bool:
+    def _holds_saved(self, assign: ast.Assign) -> bool:
         """Whether the assigned value's graph certainly holds an attached node that saves."""
         origin = self.provenance.of(assign.value)
         return any(
@@ -533,9 +574,9 @@ class _Checker:
         )
 
     def _methods_finding(
-        self, site: _Site, partner: _Site, first: cst.Call, second: cst.Call, cached: cst.Assign
+        self, site: _Site, partner: _Site, first: ast.Call, second: ast.Call, cached: ast.Assign
     ) -> RuleFinding:
-        target = self._code(cached.targets[0].target)
+        target = self._code(cached.targets[0])
         maker = self._function_name(self.analysis.scope_of(cached))
         first_name = self._function_name(self.analysis.scope_of(site.call))
         second_name = self._function_name(self.analysis.scope_of(partner.call))
@@ -562,7 +603,7 @@ class _Checker:
         possible = _graph(self._roots(first), False) & _graph(self._roots(second), False)
         return self._verdict(first, certain, possible)
 
-    def _shared_across_iterations(self, site: _Site, loop: cst.For | cst.While) -> _Sharing:
+    def _shared_across_iterations(self, site: _Site, loop: Loop) -> _Sharing:
         """What two iterations of `loop` running `site` both backpropagate through."""
         certain: set[Origin] = set()
         possible: set[Origin] = set()
@@ -610,7 +651,7 @@ class _Checker:
                 call = origin.expression
                 if (
                     origin.kind is OriginKind.FORWARD
-                    and isinstance(call, cst.Call)
+                    and isinstance(call, ast.Call)
                     and self.provenance.module_constructor(call.func) in owners
                 ):
                     return True
@@ -641,7 +682,7 @@ class _Checker:
         )
 
     # -- what runs in between -----------------------------------------------------------------
-    def _nodes_between(self, after: cst.CSTNode, before: cst.CSTNode) -> list[cst.CSTNode]:
+    def _nodes_between(self, after: ast.AST, before: ast.AST) -> list[ast.AST]:
         """The nodes that start after `after` ends and before `before` starts."""
         start, end = self.analysis.index.start, self.analysis.index.end
         if self._in_order is None:
@@ -650,15 +691,16 @@ class _Checker:
         last = bisect.bisect_left(self._in_order, start[before], key=start.__getitem__)
         return self._in_order[first:last]
 
-    def _nodes_within(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+    def _nodes_within(self, block: list[ast.stmt]) -> list[ast.AST]:
+        """The nodes of the statements of `block` (a loop's body)."""
         start, end = self.analysis.index.start, self.analysis.index.end
         if self._in_order is None:
             self._in_order = sorted(start, key=start.__getitem__)
-        first = bisect.bisect_left(self._in_order, start[node], key=start.__getitem__)
-        last = bisect.bisect_left(self._in_order, end[node], key=start.__getitem__)
+        first = bisect.bisect_left(self._in_order, start[block[0]], key=start.__getitem__)
+        last = bisect.bisect_left(self._in_order, end[block[-1]], key=start.__getitem__)
         return self._in_order[first:last]
 
-    def _first_update(self, nodes: list[cst.CSTNode]) -> cst.CSTNode | None:
+    def _first_update(self, nodes: list[ast.AST]) -> ast.AST | None:
         """The first parameter update (optimizer step, in-place write to a parameter)."""
         return next(
             (node for node in nodes if _updates_parameters(self.analysis, self.provenance, node)),
@@ -669,16 +711,18 @@ class _Checker:
         """Whether only tensor computations run between two plain `.backward()` calls (no
         step, no zero_grad, no reading of `.grad`, no control flow), so that one backward of
         the sum is equivalent."""
-        plain = all(site.form == "backward" and not site.call.args for site in (first, second))
+        plain = all(
+            site.form == "backward" and not _has_arguments(site.call) for site in (first, second)
+        )
         same_loops = self.analysis.enclosing_loops(first.call) == self.analysis.enclosing_loops(
             second.call
         )
         if not plain or not same_loops:
             return False
         for node in self._nodes_between(first.statement, second.statement):
-            if isinstance(node, cst.Attribute) and node.attr.value in _GRADIENT_ATTRIBUTES:
+            if isinstance(node, ast.Attribute) and node.attr in _GRADIENT_ATTRIBUTES:
                 return False
-            if isinstance(node, cst.BaseCompoundStatement):
+            if isinstance(node, _COMPOUND):
                 return False
         return True
 
@@ -690,7 +734,7 @@ class _Checker:
         zeroed after `site` and before `partner`, and nothing reads or steps them in between.
         Then the gradients `site` leaves there are never used, and every other gradient is the
         same (`.detach()` changes no value)."""
-        if site.form != "backward" or partner.form != "backward" or site.call.args:
+        if site.form != "backward" or partner.form != "backward" or _has_arguments(site.call):
             return None
         block = _block_of(self.analysis, site.statement)
         if block is None or _block_of(self.analysis, partner.statement) is not block:
@@ -733,18 +777,18 @@ class _Checker:
         self,
         key: str,
         cut: Origin,
-        bound: cst.CSTNode,
+        bound: ast.AST,
         site: _Site,
         consumers: set[Origin],
-    ) -> list[cst.Name]:
+    ) -> list[ast.Name]:
         """The reads of `key` (bound to `cut`) between its binding and `site` through which
         every one of `consumers` takes it; empty when some consumer takes it otherwise."""
         if "." in key:
             return []
         start, end = self.analysis.index.start, self.analysis.index.end
         expected = {consumer.expression for consumer in consumers}
-        reads: list[cst.Name] = []
-        fed: set[cst.CSTNode] = set()
+        reads: list[ast.Name] = []
+        fed: set[ast.AST] = set()
         for read in self.analysis.occurrences(key, self.analysis.scope_of(site.call)):
             if not (end[bound] <= start[read] < start[site.statement]):
                 continue
@@ -756,19 +800,19 @@ class _Checker:
                 fed.add(taker)
         return reads if fed == expected else []
 
-    def _taker(self, read: cst.Name) -> cst.CSTNode | None:
+    def _taker(self, read: ast.Name) -> ast.AST | None:
         """The expression that takes `read` as an operand (`D(fake)` for `fake`)."""
         current = self.analysis.parent(read)
-        while current is not None and not isinstance(current, cst.BaseExpression):
-            if isinstance(current, cst.BaseStatement):
+        while current is not None and not isinstance(current, ast.expr):
+            if isinstance(current, ast.stmt):
                 return None
             current = self.analysis.parent(current)
         return current
 
-    def _modules_behind(self, value: Origin) -> set[cst.Call]:
+    def _modules_behind(self, value: Origin) -> set[ast.Call]:
         """The constructors of the modules whose parameters `value`'s graph reaches; empty
         when some part of it is a leaf or a call gradfix cannot place."""
-        modules: set[cst.Call] = set()
+        modules: set[ast.Call] = set()
         for origin, certain in walk(value):
             if not certain or not origin.followed or _opaque(origin):
                 return set()
@@ -778,7 +822,7 @@ class _Checker:
                 call = origin.site
                 constructor = (
                     self.provenance.module_constructor(call.func)
-                    if isinstance(call, cst.Call) and _names_one_module(call.func)
+                    if isinstance(call, ast.Call) and _names_one_module(call.func)
                     else None
                 )
                 if constructor is None:
@@ -787,14 +831,14 @@ class _Checker:
         return modules
 
     def _zero_grad_between(
-        self, site: _Site, partner: _Site, modules: set[cst.Call]
-    ) -> cst.Call | None:
+        self, site: _Site, partner: _Site, modules: set[ast.Call]
+    ) -> ast.Call | None:
         """The `zero_grad()` in `site`'s block, between it and `partner`, that clears the
         gradients of all `modules`, when nothing before it reads or steps them."""
         for node in self._nodes_between(site.statement, partner.statement):
-            if isinstance(node, cst.Attribute) and node.attr.value == "grad":
+            if isinstance(node, ast.Attribute) and node.attr == "grad":
                 return None
-            if not isinstance(node, cst.Call):
+            if not isinstance(node, ast.Call):
                 continue
             if _method(node) == "zero_grad" and modules <= self._cleared_by(node):
                 block = _block_of(self.analysis, node)
@@ -803,7 +847,7 @@ class _Checker:
                 return None
         return None
 
-    def _cleared_by(self, zero_grad: cst.Call) -> set[cst.Call]:
+    def _cleared_by(self, zero_grad: ast.Call) -> set[ast.Call]:
         """The modules `module.zero_grad()` or `optimizer.zero_grad()` clears."""
         receiver = zero_grad.func.value  # type: ignore[attr-defined]
         constructor = self.provenance.module_constructor(receiver)
@@ -813,14 +857,14 @@ class _Checker:
             return self._stepped_modules(constructor)
         return {constructor}
 
-    def _stepped_modules(self, optimizer: cst.Call) -> set[cst.Call]:
+    def _stepped_modules(self, optimizer: ast.Call) -> set[ast.Call]:
         """The constructors of the modules whose `.parameters()` `optimizer` is given."""
         owners = [
             self.provenance.module_constructor(owner) for owner in _parameter_owners(optimizer)
         ]
         return set() if None in owners else set(owners)  # type: ignore[arg-type]
 
-    def _leaves_gradients_of(self, call: cst.Call, modules: set[cst.Call]) -> bool:
+    def _leaves_gradients_of(self, call: ast.Call, modules: set[ast.Call]) -> bool:
         """Whether `call` neither reads nor changes the gradients of `modules`: not a
         backward, not a step of an optimizer that may hold their parameters, not a call
         given one of them (`clip_grad_norm_(G.parameters())`), not a function of the file."""
@@ -829,11 +873,11 @@ class _Checker:
             return False
         if method == "step" and _updates_parameters(self.analysis, self.provenance, call):
             receiver = call.func.value  # type: ignore[attr-defined]
-            optimizers = [receiver, *(arg.value for arg in call.args)]
+            optimizers = [receiver, *_argument_values(call)]
             for optimizer in optimizers:
                 constructor = self.provenance.module_constructor(optimizer)
                 stepped = self._stepped_modules(constructor) if constructor else set()
-                if optimizer is receiver and not stepped and call.args:
+                if optimizer is receiver and not stepped and _has_arguments(call):
                     continue  # `scaler.step(opt)`: the optimizer is the argument
                 if not stepped or self._overlap(stepped, modules):
                     return False
@@ -843,10 +887,10 @@ class _Checker:
         for owner in _parameter_owners(call):
             if self.provenance.module_constructor(owner) in modules | {None}:
                 return False
-        arguments = [arg.value for arg in call.args]
+        arguments = _argument_values(call)
         return not any(self.provenance.module_constructor(arg) in modules for arg in arguments)
 
-    def _overlap(self, some: set[cst.Call], others: set[cst.Call]) -> bool:
+    def _overlap(self, some: set[ast.Call], others: set[ast.Call]) -> bool:
         """Whether a module of `some` may share parameters with one of `others`: the same
         module, or one built with (or, for a class of this file, building) the other."""
         for module in some:
@@ -857,22 +901,22 @@ class _Checker:
                     return True
         return False
 
-    def _may_contain(self, container: cst.Call, module: cst.Call) -> bool:
+    def _may_contain(self, container: ast.Call, module: ast.Call) -> bool:
         """`container` is given `module` (`nn.Sequential(encoder, head)`), or its class, in
         this file, builds modules of `module`'s class."""
         for node in self.analysis.descendants(container):
             if (
-                isinstance(node, (cst.Name, cst.Attribute))
+                isinstance(node, (ast.Name, ast.Attribute))
                 and self.provenance.module_constructor(node) is module
             ):
                 return True
         func = container.func
-        info = self.analysis.index.classes.get(func.value) if isinstance(func, cst.Name) else None
+        info = self.analysis.index.classes.get(func.id) if isinstance(func, ast.Name) else None
         if info is None:
             return False
         built = self.analysis.code_of(module.func)
         return any(
-            isinstance(node, cst.Call) and self.analysis.code_of(node.func) == built
+            isinstance(node, ast.Call) and self.analysis.code_of(node.func) == built
             for method in info.methods.values()
             for node in self.analysis.descendants(method)
         )
@@ -902,8 +946,7 @@ class _Checker:
         )
         if self._nothing_between(site, partner):
             message += f"; as nothing runs between them, {self._sum_hint(site, partner)}"
-        replacement = _with_retain_graph(site.call, cst.Name("True"))
-        return RuleFinding(site.call, message + ".", Tier.SAFE, {site.call: replacement})
+        return RuleFinding(site.call, message + ".", Tier.SAFE, {site.call: _retaining("True")})
 
     def _detach_finding(self, site: _Site, partner: _Site, detach: _Detach) -> RuleFinding:
         name = self._code(detach.reads[0])
@@ -916,9 +959,7 @@ class _Checker:
             f"`{name}.detach()` in this loss (the discriminator's loss on a generator's "
             "output), which gives the same update without retaining the graph."
         )
-        replacements: dict[cst.CSTNode, cst.CSTNode] = {
-            read: method_call(read, "detach") for read in detach.reads
-        }
+        replacements: dict[ast.AST, Rewrite] = {read: calling("detach") for read in detach.reads}
         return RuleFinding(site.call, message, Tier.SAFE, replacements)
 
     def _sum_hint(self, first: _Site, second: _Site) -> str:
@@ -929,9 +970,7 @@ class _Checker:
             return "one backward of the sum of both losses is the cheaper equivalent"
         return f"`({roots[0]} + {roots[1]}).backward()` is the cheaper equivalent"
 
-    def _loop_finding(
-        self, site: _Site, loops: list[cst.For | cst.While], sharing: _Sharing
-    ) -> RuleFinding:
+    def _loop_finding(self, site: _Site, loops: list[Loop], sharing: _Sharing) -> RuleFinding:
         loop = loops[0]
         repeated = (
             f"{self._label(site.call)} runs on every iteration of the loop at line "
@@ -959,10 +998,8 @@ class _Checker:
                 "write that condition for this loop)."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
-        code = self.analysis.module.code_for_node(condition)
-        message = f"{repeated} Retain it on all but the last: `retain_graph={code}`."
-        replacement = _with_retain_graph(site.call, condition)
-        return RuleFinding(site.call, message, Tier.SAFE, {site.call: replacement})
+        message = f"{repeated} Retain it on all but the last: `retain_graph={condition}`."
+        return RuleFinding(site.call, message, Tier.SAFE, {site.call: _retaining(condition)})
 
     def _unsure_finding(self, site: _Site, partner: _Site | None, sharing: _Sharing) -> RuleFinding:
         call, shared = self._label(site.call), self._describe(sharing.nodes[0])
@@ -985,7 +1022,7 @@ class _Checker:
         if binding is not None and binding.kind is BindingKind.ASSIGN:
             statement = binding.statement
             code = self._code(statement)
-            if not isinstance(statement, (cst.Assign, cst.AnnAssign)) and binding.value:
+            if not isinstance(statement, (ast.Assign, ast.AnnAssign)) and binding.value:
                 code = f"{binding.key} := {self._code(binding.value)}"  # a walrus in a test
             return f"`{binding.key}` (`{code}`, line {self._line(statement)})"
         node = origin.expression or origin.site
@@ -993,14 +1030,14 @@ class _Checker:
             return "a common part of the graph"
         return f"`{self._code(node)}` (line {self._line(node)})"
 
-    def _label(self, call: cst.Call) -> str:
+    def _label(self, call: ast.Call) -> str:
         code = self._code(call)
         return f"`{code}`" if len(code) <= 48 else f"`{self._code(call.func)}(...)`"
 
-    def _code(self, node: cst.CSTNode) -> str:
+    def _code(self, node: ast.AST) -> str:
         return self.analysis.code_of(node, limit=60)
 
-    def _line(self, node: cst.CSTNode) -> int:
+    def _line(self, node: ast.AST) -> int:
         position = self.analysis.positions.get(node)
         return position.start.line if position is not None else 0
 
@@ -1034,34 +1071,75 @@ def _opaque(origin: Origin) -> bool:
     return origin.kind in _OPAQUE and origin.grad is not Grad.FREE
 
 
-def _block_of(analysis: FileAnalysis, node: cst.CSTNode) -> cst.CSTNode | None:
-    """The indented block (or module) whose statements include the one holding `node`."""
-    current = analysis.parent(node)
-    while current is not None and not isinstance(current, (cst.IndentedBlock, cst.Module)):
-        current = analysis.parent(current)
-    return current
-
-
-def _self_method(call: cst.Call, info: ClassInfo) -> cst.FunctionDef | None:
-    """The method of `info` that `self.<method>(...)` calls."""
-    func = call.func
-    if isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
-        return info.methods.get(func.attr.value)
+def _block_of(analysis: FileAnalysis, node: ast.AST) -> list[ast.stmt] | None:
+    """The indented block (or module body) whose statements include the one holding `node`:
+    the list of statements, compared by identity. Statements written on their header's line
+    (`if x: y()`) belong, as they did in LibCST, to the block of that header."""
+    parents, fields = analysis.index.parents, analysis.index.field
+    current: ast.AST | None = node
+    while current is not None:
+        parent = parents.get(current)
+        if isinstance(current, ast.stmt):
+            if parent is None:
+                return analysis.module.body if current in analysis.module.body else None
+            block = getattr(parent, fields[current], None)
+            if (
+                isinstance(block, list)
+                and not _on_header_line(analysis, block[0])
+                and not _is_elif(analysis, current)
+            ):
+                return block
+        current = parent
     return None
 
 
-def _method(call: cst.Call) -> str | None:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+def _on_header_line(analysis: FileAnalysis, statement: ast.stmt) -> bool:
+    """Whether the first statement of a block follows its header on the same line (`if x:
+    y()`, LibCST's SimpleStatementSuite, no indented block of its own)."""
+    line = _line_text(analysis, statement.lineno)
+    return bool(line.encode()[: statement.col_offset].strip())
 
 
-def _names_one_module(func: cst.BaseExpression) -> bool:
+def _is_elif(analysis: FileAnalysis, statement: ast.stmt) -> bool:
+    """An `elif`: in LibCST a part of its `if`, in no block of its own."""
+    if type(statement) is not ast.If or analysis.index.field.get(statement) != "orelse":
+        return False
+    line = _line_text(analysis, statement.lineno).encode()
+    return line[statement.col_offset :].startswith(b"elif")
+
+
+# The lines of each analysed file's source, kept while its analysis lives.
+_LINES: weakref.WeakKeyDictionary[FileAnalysis, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _line_text(analysis: FileAnalysis, line: int) -> str:
+    """Line `line` (1-based) of the source, as `ast` counts lines."""
+    lines = _LINES.get(analysis)
+    if lines is None:
+        lines = _LINES[analysis] = analysis.lines
+    return lines[line - 1]
+
+
+def _self_method(call: ast.Call, info: ClassInfo) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The method of `info` that `self.<method>(...)` calls."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and dotted_name(func.value) == "self":
+        return info.methods.get(func.attr)
+    return None
+
+
+def _method(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
+def _names_one_module(func: ast.expr) -> bool:
     """`generator` or `self.netG`: a module named on its own, not a part of another one."""
-    if isinstance(func, cst.Name):
+    if isinstance(func, ast.Name):
         return True
     return (
-        isinstance(func, cst.Attribute)
-        and isinstance(func.value, cst.Name)
-        and func.value.value == "self"
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
     )
 
 
@@ -1082,7 +1160,7 @@ def _tensors_of(origin: Origin) -> Iterator[Origin]:
 
 
 def _evaluated_once(
-    root: Origin, loop: cst.For | cst.While, analysis: FileAnalysis
+    root: Origin, loop: Loop, analysis: FileAnalysis
 ) -> tuple[set[Origin], set[Origin]]:
     """The graph nodes of `root` that two iterations of `loop` share (certainly, possibly):
     those evaluated outside the loop, and those common to different elements of the
@@ -1134,75 +1212,79 @@ def _common_to_elements(
 
 
 # -- order, branches, updates ------------------------------------------------------------------
-def _parameter_owners(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+def _parameter_owners(node: ast.expr) -> list[ast.expr]:
     """`model` for each `model.parameters()` / `model.named_parameters()` in `node`."""
-    owners: list[cst.BaseExpression] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in (
-                "parameters",
-                "named_parameters",
-            ):
-                owners.append(func.value)
-
-    node.visit(Finder())
+    owners: list[ast.expr] = []
+    for call in ast.walk(node):  # an expression, not the file
+        if type(call) is not ast.Call:
+            continue
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in ("parameters", "named_parameters"):
+            owners.append(func.value)
     return owners
 
 
-def _expects_error(analysis: FileAnalysis, node: cst.CSTNode) -> bool:
+def _expects_error(analysis: FileAnalysis, node: ast.AST) -> bool:
     """Whether `node` runs where the code expects an exception: under `with
     self.assertRaises(...)` / `pytest.raises(...)`, or in the body of a `try`."""
     child, current = node, analysis.parent(node)
-    while current is not None and not isinstance(current, cst.FunctionDef):
-        if isinstance(current, cst.With):
+    while current is not None and not isinstance(current, _FUNCTIONS):
+        if isinstance(current, _WITHS):
             for item in current.items:
-                context = item.item
-                callee = context.func if isinstance(context, cst.Call) else context
+                context = item.context_expr
+                callee = context.func if isinstance(context, ast.Call) else context
                 if _EXPECTS_ERROR.search(dotted_name(callee) or ""):
                     return True
-        if isinstance(current, cst.Try) and child is current.body:
+        if isinstance(current, ast.Try) and analysis.index.field.get(child) == "body":
             return True
         child, current = current, analysis.parent(current)
     return False
 
 
-def _updates_parameters(analysis: FileAnalysis, provenance: Provenance, node: cst.CSTNode) -> bool:
+def _updates_parameters(analysis: FileAnalysis, provenance: Provenance, node: ast.AST) -> bool:
     """An optimizer or grad-scaler step, or an in-place write to a parameter."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        method = node.func.attr.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
         receiver = node.func.value
         if method == "step":
             return analysis.value_of(receiver).kind is Kind.OPTIMIZER or is_optimizer_step(node)
         in_place = method.endswith("_") and not method.startswith("_")
         return in_place and _is_parameter(analysis, provenance, receiver)
-    if isinstance(node, cst.AugAssign):
+    if isinstance(node, ast.AugAssign):
         return _is_parameter(analysis, provenance, node.target)
     return False
 
 
-def _is_parameter(analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression) -> bool:
+def _is_parameter(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) -> bool:
     """`p.data`, `layer.weight`, `layer.bias`, a loop variable over `.parameters()`, or a
     value whose provenance is a parameter."""
-    if isinstance(node, cst.Attribute):
-        if node.attr.value == "data":
+    if isinstance(node, ast.Attribute):
+        if node.attr == "data":
             return _is_parameter(analysis, provenance, node.value)
-        if node.attr.value in ("weight", "bias"):
+        if node.attr in ("weight", "bias"):
             return True
-    if isinstance(node, cst.Name):
-        for binding in provenance.reaching(node.value, node):
+    if isinstance(node, ast.Name):
+        for binding in provenance.reaching(node.id, node):
             iterable = binding.value
             if (
                 binding.kind is BindingKind.LOOP_TARGET
                 and iterable is not None
-                and "parameters(" in analysis.module.code_for_node(iterable)
+                and "parameters(" in _segment(analysis, iterable)
             ):
                 return True
     return provenance.of(node).kind is OriginKind.LEAF
 
 
 # -- how it rewrites ---------------------------------------------------------------------------
+def _retaining(value: str) -> Rewrite:
+    """The rewrite of a backward call that appends `retain_graph=<value>` (source text)."""
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        return _with_retain_graph(node, cst.parse_expression(value))  # type: ignore[arg-type]
+
+    return rewrite
+
+
 def _with_retain_graph(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
     """`call` with `retain_graph=<value>` appended in the layout of its other arguments: on the
     same line, or on a line of its own when they are one per line; comments stay where they
@@ -1256,66 +1338,76 @@ def _bare(comma: cst.Comma) -> cst.Comma:
     return comma.with_changes(whitespace_after=after)
 
 
-def _last_iteration_test(
-    analysis: FileAnalysis, provenance: Provenance, loop: cst.For | cst.While
-) -> cst.BaseExpression | None:
+def _last_iteration_test(analysis: FileAnalysis, provenance: Provenance, loop: Loop) -> str | None:
     """An expression true on every iteration of `loop` but the last: `i < len(xs) - 1` with an
     `enumerate` or `range` index, `x is not xs[-1]` over a list of distinct tensors or
-    modules; None when gradfix cannot write one. What it reads must not change in the loop."""
-    if not isinstance(loop, cst.For) or loop.orelse is not None:
+    modules; None when gradfix cannot write one. What it reads must not change in the loop.
+    Its text, from the source of the loop header's parts."""
+    if not isinstance(loop, _FORS) or loop.orelse:
         return None
     target, iterable = loop.target, loop.iter
-    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
-        builtin = iterable.func.value
-        if any(arg.keyword is not None or arg.star for arg in iterable.args):
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
+        builtin = iterable.func.id
+        if iterable.keywords or any(isinstance(arg, ast.Starred) for arg in iterable.args):
             return None
-        args = [arg.value for arg in iterable.args]
-        if builtin == "enumerate" and len(args) == 1 and isinstance(target, cst.Tuple):
-            index = target.elements[0].value if target.elements else None
+        args = iterable.args
+        if builtin == "enumerate" and len(args) == 1 and isinstance(target, ast.Tuple):
+            index = _unstarred(target.elts[0]) if target.elts else None
             sequence = args[0]
             if (
-                isinstance(index, cst.Name)
+                isinstance(index, ast.Name)
                 and _is_sized(analysis, provenance, sequence)
                 and _unchanged_in(analysis, sequence, loop)
             ):
-                return _less_than_last(index, cst.Call(cst.Name("len"), [cst.Arg(sequence)]))
+                return _less_than_last(index, f"len({_segment(analysis, sequence)})")
         if (
             builtin == "range"
             and len(args) in (1, 2)
-            and isinstance(target, cst.Name)
+            and isinstance(target, ast.Name)
             and _unchanged_in(analysis, args[-1], loop)
         ):
-            return _less_than_last(target, args[-1])
+            stop = args[-1]
+            text = _segment(analysis, stop)
+            if not _is_atom(stop):
+                text = f"({text})"
+            return _less_than_last(target, text)
         return None
     if (
-        isinstance(target, cst.Name)
-        and isinstance(iterable, (cst.Name, cst.Attribute))
+        isinstance(target, ast.Name)
+        and isinstance(iterable, (ast.Name, ast.Attribute))
         and _distinct_items(analysis, provenance, iterable)
         and _unchanged_in(analysis, iterable, loop)
     ):
-        minus_one = cst.UnaryOperation(cst.Minus(), cst.Integer("1"))
-        last = cst.Subscript(iterable, [cst.SubscriptElement(cst.Index(minus_one))])
-        return cst.Comparison(target, [cst.ComparisonTarget(cst.IsNot(), last)])
+        return f"{target.id} is not {_segment(analysis, iterable)}[-1]"
     return None
 
 
-def _less_than_last(index: cst.Name, stop: cst.BaseExpression) -> cst.Comparison:
-    if not isinstance(stop, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)):
-        stop = stop.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    last = cst.BinaryOperation(stop, cst.Subtract(), cst.Integer("1"))
-    return cst.Comparison(index, [cst.ComparisonTarget(cst.LessThan(), last)])
+def _less_than_last(index: ast.Name, stop: str) -> str:
+    """`index < stop - 1`, `stop` being the text of an atom (or parenthesised)."""
+    return f"{index.id} < {stop} - 1"
 
 
-def _unchanged_in(analysis: FileAnalysis, expression: cst.BaseExpression, loop: cst.For) -> bool:
+def _is_atom(node: ast.expr) -> bool:
+    """What `- 1` can follow without parentheses: a name, attribute, call, subscript, integer."""
+    if isinstance(node, ast.Constant):
+        return not isinstance(node.value, (float, complex, str, bytes))
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+
+
+def _segment(analysis: FileAnalysis, node: ast.AST) -> str:
+    """`node`'s exact source text."""
+    return ast.get_source_segment(analysis.source, node) or analysis.code_of(node)
+
+
+def _unchanged_in(analysis: FileAnalysis, expression: ast.expr, loop: Loop) -> bool:
     """Whether no name `expression` reads is rebound, or mutated as a list, in `loop`'s body:
     re-evaluated there, the condition must still mean what it did at the loop header."""
     names: list[str] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            names.append(node.value)
-
-    expression.visit(Finder())
+    for node in ast.walk(expression):  # an expression, not the file
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)  # LibCST's visitor saw the attribute's name too
     scope = analysis.scope_of(loop)
     for name in names:
         for occurrence in analysis.occurrences(name, scope):
@@ -1324,48 +1416,42 @@ def _unchanged_in(analysis: FileAnalysis, expression: cst.BaseExpression, loop: 
             parent = analysis.parent(occurrence)
             stored = not _is_read(analysis, occurrence)
             mutated = (
-                isinstance(parent, cst.Attribute)
+                isinstance(parent, ast.Attribute)
                 and parent.value is occurrence
-                and parent.attr.value in _MUTATING_METHODS
+                and parent.attr in _MUTATING_METHODS
             )
             if stored or mutated:
                 return False
     return True
 
 
-def _is_read(analysis: FileAnalysis, name: cst.Name) -> bool:
-    child, parent = name, analysis.parent(name)
-    while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
-        child, parent = parent, analysis.parent(parent)
-    if isinstance(parent, (cst.AssignTarget, cst.AsName, cst.Del)):
+def _is_read(analysis: FileAnalysis, name: ast.Name) -> bool:
+    """Not a store or `del` target (of an assignment, augmented or annotated assignment,
+    `for`, comprehension, walrus, unpacking)."""
+    return not isinstance(name.ctx, (ast.Store, ast.Del))
+
+
+def _inside(analysis: FileAnalysis, node: ast.AST, region: list[ast.stmt]) -> bool:
+    """Whether `node` is in one of the statements of `region` (a loop's body)."""
+    if not region:
         return False
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
-        return parent.target is not child
-    return True
+    start, end = analysis.index.start, analysis.index.end
+    return start[region[0]] <= start[node] < end[region[-1]]
 
 
-def _inside(analysis: FileAnalysis, node: cst.CSTNode, region: cst.CSTNode) -> bool:
-    current: cst.CSTNode | None = node
-    while current is not None and current is not region:
-        current = analysis.parent(current)
-    return current is region
-
-
-def _is_sized(analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression) -> bool:
+def _is_sized(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) -> bool:
     """A list, tuple, tensor or ModuleList: `len()` works on it."""
     if analysis.value_of(node).kind in (Kind.LIST, Kind.TUPLE, Kind.TENSOR):
         return True
     origin = provenance.of(node)
     if origin.kind is OriginKind.COLLECTION and isinstance(
-        origin.expression, (cst.List, cst.Tuple, cst.ListComp)
+        origin.expression, (ast.List, ast.Tuple, ast.ListComp)
     ):
         return True
     return _is_module_list(analysis, provenance, node)
 
 
-def _distinct_items(
-    analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression
-) -> bool:
+def _distinct_items(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) -> bool:
     """A list or tuple whose elements are distinct tensors or modules, so that `x is xs[-1]`
     holds for the last one only: a comprehension or appended list of tensors, a literal of
     different tensors, or a ModuleList."""
@@ -1373,7 +1459,7 @@ def _distinct_items(
         return True
     origin = provenance.of(node)
     if origin.kind is not OriginKind.COLLECTION or not isinstance(
-        origin.expression, (cst.List, cst.Tuple, cst.ListComp)
+        origin.expression, (ast.List, ast.Tuple, ast.ListComp)
     ):
         return False
     values = [item.inputs[0] for item in origin.inputs]
@@ -1381,9 +1467,7 @@ def _distinct_items(
     return all(value.kind in tensors for value in values) and len(set(values)) == len(values)
 
 
-def _is_module_list(
-    analysis: FileAnalysis, provenance: Provenance, node: cst.BaseExpression
-) -> bool:
+def _is_module_list(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) -> bool:
     constructor = provenance.module_constructor(node)
     return (
         constructor is not None

@@ -33,6 +33,7 @@ saved tensor, at the first write that breaks it.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
@@ -42,13 +43,13 @@ import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.flows import Use, follow_expression
-from codemods.analysis.index import ScopeNode
+from codemods.analysis.index import Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
 from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
-from codemods.rules.base import Rule, RuleFinding
+from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import method_call
 
 _WRITE_TEXT = re.compile(r"\w_\(|[-+*/@]=|\]\s*=[^=]|inplace\s*=\s*True|\bout\s*=|ReLU\(True")
@@ -80,12 +81,25 @@ _PRECEDENCE: dict[type[cst.BaseBinaryOp], int] = {
     cst.Subtract: 2,
 }
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
+# The same operators and atoms as `ast` has them, for the text of messages: each operator's
+# text and precedence; `True`, `False` and `None` were names, numbers other than complex atoms.
+_OPERATOR_TEXT: dict[type[ast.operator], tuple[str, int]] = {
+    ast.Pow: ("**", 4),
+    ast.Mult: ("*", 3),
+    ast.Div: ("/", 3),
+    ast.FloorDiv: ("//", 3),
+    ast.Mod: ("%", 3),
+    ast.MatMult: ("@", 3),
+    ast.Add: ("+", 2),
+    ast.Sub: ("-", 2),
+}
+_AST_ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+_ATOM_CONSTANTS = (int, float, bool, type(None))
 _GRAPH_OPS = (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS)
 _NOT_TENSORS = frozenset(Kind) - {Kind.TENSOR, Kind.UNKNOWN}
 # What no tensor takes, so the written object is no tensor: a sequence added in place
 # (`feats += (h,)`; a tensor raises TypeError) and a string index (`out["logits"] = y`).
-_SEQUENCES = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)
-_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_SEQUENCES = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
 
 Storage = Hashable  # the base Origin, or (scope, key, reaching bindings) for a name-only tensor
 
@@ -100,11 +114,11 @@ class WriteKind(Enum):
 
 @dataclass(frozen=True)
 class _Write:
-    node: cst.CSTNode  # what is reported: the statement or the call
-    target: cst.BaseExpression  # the tensor written
+    node: ast.AST  # what is reported: the statement or the call
+    target: ast.expr  # the tensor written
     kind: WriteKind
-    call: cst.Call | None = None  # METHOD, FLAG, OUT: the writing call
-    flag: cst.Name | None = None  # FLAG: the `True` that makes it in place
+    call: ast.Call | None = None  # METHOD, FLAG, OUT: the writing call
+    flag: ast.Constant | None = None  # FLAG: the `True` that makes it in place
 
 
 @dataclass(frozen=True)
@@ -119,14 +133,14 @@ class _Alias:
 @dataclass(frozen=True)
 class _Saver:
     origin: Origin  # the op that saved the storage
-    argument: cst.BaseExpression | None  # the input it saved; None when it saved its output
+    argument: ast.expr | None  # the input it saved; None when it saved its output
 
 
 @dataclass(frozen=True)
 class _Fix:
     tier: Tier
     advice: str
-    replacements: dict[cst.CSTNode, cst.CSTNode]
+    replacements: dict[ast.AST, Rewrite]
 
 
 class InplaceOnSaved(Rule):
@@ -180,17 +194,17 @@ class _Checker:
     def __init__(self, analysis: FileAnalysis) -> None:
         self.analysis = analysis
         self.provenance = Provenance(analysis)
-        self._reaches: dict[cst.CSTNode, bool] = {}  # op node -> its result can be differentiated
+        self._reaches: dict[ast.AST, bool] = {}  # op node -> its result can be differentiated
         self._aliases: dict[Origin, _Alias | None] = {}
-        self._by_scope: dict[ScopeNode, list[cst.CSTNode]] = {}
-        self._load_cache: dict[ScopeNode, list[cst.BaseExpression]] = {}
-        self._backwards: dict[ScopeNode, list[cst.CSTNode]] = {}
+        self._by_scope: dict[ScopeNode, list[ast.AST]] = {}
+        self._load_cache: dict[ScopeNode, list[ast.expr]] = {}
+        self._backwards: dict[ScopeNode, list[ast.AST]] = {}
         # Whether some call of the file passes a literal `True` as `inplace`: a functional
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
         self._flagged = any(
             _flag_argument(call, analysis.qualified_name(call.func)) is not None  # type: ignore[attr-defined]
-            for call in analysis.index.of_types(cst.Call)
+            for call in analysis.index.of_types(ast.Call)
         )
 
     def findings(self) -> Iterator[RuleFinding]:
@@ -210,28 +224,27 @@ class _Checker:
 
     # -- what it detects ----------------------------------------------------------------
     def _writes(self) -> Iterator[_Write]:
-        for node in self.analysis.index.of_types(cst.AugAssign, cst.Assign, cst.Call):
+        for node in self.analysis.index.of_types(ast.AugAssign, ast.Assign, ast.Call):
             kind = type(node)  # exactly one of the three
-            if kind is cst.AugAssign:
+            if kind is ast.AugAssign:
                 target = node.target
-                if isinstance(target, cst.Subscript):
+                if isinstance(target, ast.Subscript):
                     if not _string_index(target):
                         yield _Write(node, target.value, WriteKind.INDEX)
                 elif target_key(target) is not None and not isinstance(node.value, _SEQUENCES):
                     yield _Write(node, target, WriteKind.AUGMENTED)
-            elif kind is cst.Assign:
-                for assign_target in node.targets:
-                    written = assign_target.target
-                    if isinstance(written, cst.Subscript) and not _string_index(written):
+            elif kind is ast.Assign:
+                for written in node.targets:
+                    if isinstance(written, ast.Subscript) and not _string_index(written):
                         yield _Write(node, written.value, WriteKind.INDEX)
             else:
                 yield from self._call_writes(node)
 
-    def _call_writes(self, call: cst.Call) -> Iterator[_Write]:
+    def _call_writes(self, call: ast.Call) -> Iterator[_Write]:
         func = call.func
-        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        positional = _positional(call)
         qualified = self.analysis.qualified_name(func)
-        if isinstance(func, cst.Attribute) and _writes_data(func.attr.value) and qualified is None:
+        if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
             yield _Write(call, func.value, WriteKind.METHOD, call)
         flag = self._inplace_flag(call)
         if flag is not None and positional:
@@ -243,7 +256,7 @@ class _Checker:
         if out is not None and qualified is not None and qualified.startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
 
-    def _inplace_flag(self, call: cst.Call) -> cst.Name | None:
+    def _inplace_flag(self, call: ast.Call) -> ast.Constant | None:
         """The `True` that makes this functional, or the module it calls, work in place."""
         if not self._flagged:
             return None
@@ -257,13 +270,13 @@ class _Checker:
             return None
         return _flag_argument(constructor, self.analysis.qualified_name(constructor.func))
 
-    def _shared_inplace_entry(self, module: cst.BaseExpression) -> cst.Call | None:
+    def _shared_inplace_entry(self, module: ast.expr) -> ast.Call | None:
         """The in-place entry (`nn.ReLU(inplace=True)`) of a module-level table of module
         instances that `module` is taken from: `ACTS[name]`, or `self.act` that its class
         only ever assigns from `ACTS[...]`."""
         if not self._flagged:
             return None
-        lookups: list[cst.BaseExpression] = [module]
+        lookups: list[ast.expr] = [module]
         key = target_key(module)
         if key is not None and not key.startswith("self."):
             return None
@@ -273,43 +286,45 @@ class _Checker:
                 return None
             lookups = []
             for occurrence in self.analysis.self_attribute_occurrences(info.name, key[5:]):
-                target = self.analysis.parent(occurrence)
-                assign = self.analysis.parent(target) if target is not None else None
-                if isinstance(target, cst.AssignTarget) and isinstance(assign, cst.Assign):
+                assign = self.analysis.parent(occurrence)
+                if (
+                    isinstance(assign, ast.Assign)
+                    and self.analysis.index.field.get(occurrence) == "targets"
+                ):
                     lookups.append(assign.value)
                 elif not self.analysis.is_load(occurrence):
                     return None
         entries = {self._inplace_table_entry(lookup) for lookup in lookups}
         return entries.pop() if len(entries) == 1 else None
 
-    def _inplace_table_entry(self, lookup: cst.BaseExpression) -> cst.Call | None:
+    def _inplace_table_entry(self, lookup: ast.expr) -> ast.Call | None:
         """For `TABLE[...]` with `TABLE = {"relu": nn.ReLU(inplace=True), ...}` bound once at
         module level, the entry built with `inplace=True`."""
-        if not isinstance(lookup, cst.Subscript) or not isinstance(lookup.value, cst.Name):
+        if not isinstance(lookup, ast.Subscript) or not isinstance(lookup.value, ast.Name):
             return None
         module_bindings = self.provenance.bindings(self.analysis.module).final
-        bindings = module_bindings.get(lookup.value.value, frozenset())
+        bindings = module_bindings.get(lookup.value.id, frozenset())
         table = next(iter(bindings)).value if len(bindings) == 1 else None
-        if not isinstance(table, cst.Dict):
+        if not isinstance(table, ast.Dict):
             return None
         in_place = [
-            element.value
-            for element in table.elements
-            if isinstance(element, cst.DictElement)
-            and isinstance(element.value, cst.Call)
-            and _flag_argument(element.value, self.analysis.qualified_name(element.value.func))
+            value
+            for key, value in zip(table.keys, table.values, strict=True)
+            if key is not None  # not a `**other` entry
+            and isinstance(value, ast.Call)
+            and _flag_argument(value, self.analysis.qualified_name(value.func))
         ]
         return in_place[0] if len(in_place) == 1 else None
 
-    def _sequential(self, call: cst.Call) -> Iterator[RuleFinding]:
+    def _sequential(self, call: ast.Call) -> Iterator[RuleFinding]:
         """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`: the in-place layer
         overwrites the output the layer before it saved."""
         if self.analysis.qualified_name(call.func) != "torch.nn.Sequential":
             return
-        layers = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        layers = _positional(call)
         for position in range(1, len(layers)):
             layer, previous = layers[position], layers[position - 1]
-            if not isinstance(layer, cst.Call) or not isinstance(previous, cst.Call):
+            if not isinstance(layer, ast.Call) or not isinstance(previous, ast.Call):
                 continue
             flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
             key = self.analysis.qualified_name(previous.func)
@@ -323,18 +338,18 @@ class _Checker:
                 f"`{self._code(previous)}` before it, which autograd saved for backward: "
                 f"backward raises {_ERROR}. Use `inplace=False`."
             )
-            yield RuleFinding(layer, message, Tier.SAFE, {flag: cst.Name("False")})
+            yield RuleFinding(layer, message, Tier.SAFE, {flag: _false})
 
-    def _has_parameters(self, layer: cst.BaseExpression) -> bool:
-        if not isinstance(layer, cst.Call):
+    def _has_parameters(self, layer: ast.expr) -> bool:
+        if not isinstance(layer, ast.Call):
             return False
         name = self.analysis.qualified_name(layer.func) or ""
         if name.startswith("torch.nn.") and name[len("torch.nn.") :][:1].isupper():
             return name not in torch_api.PARAMETERLESS_MODULES
-        return isinstance(layer.func, cst.Name) and self.analysis.is_module_class(layer.func.value)
+        return isinstance(layer.func, ast.Name) and self.analysis.is_module_class(layer.func.id)
 
     # -- which storage a value lives in ---------------------------------------------------
-    def alias_of(self, expression: cst.BaseExpression) -> _Alias | None:
+    def alias_of(self, expression: ast.expr) -> _Alias | None:
         return self._resolve(self.provenance.of(expression))
 
     def _resolve(self, origin: Origin) -> _Alias | None:
@@ -369,13 +384,13 @@ class _Checker:
         of an in-place op), if any."""
         if _is_detach(origin):
             # Provenance ends a `.detach()` (no history), but it shares the version counter.
-            assert isinstance(origin.expression, cst.Call)
-            assert isinstance(origin.expression.func, cst.Attribute)
+            assert isinstance(origin.expression, ast.Call)
+            assert isinstance(origin.expression.func, ast.Attribute)
             return self.provenance.of(origin.expression.func.value)
         if origin.kind not in (OriginKind.OP, OriginKind.FORWARD) or not origin.inputs:
             return None
         call = origin.expression
-        if isinstance(call, cst.Call) and self._inplace_flag(call) is not None:
+        if isinstance(call, ast.Call) and self._inplace_flag(call) is not None:
             return origin.inputs[0]
         op = saved_ops.op_saving(origin.key) if origin.key is not None else None
         if op is None or op.view_of_input is None:
@@ -391,16 +406,16 @@ class _Checker:
         if origin.kind is not OriginKind.CARRIED or origin.expression is None:
             return False
         statement = self.analysis.parent(origin.expression)
-        return isinstance(statement, cst.AugAssign) and statement.target is origin.expression
+        return isinstance(statement, ast.AugAssign) and statement.target is origin.expression
 
     def _storage_key(self, origin: Origin) -> Storage | None:
-        if origin.kind is OriginKind.UNKNOWN and isinstance(origin.expression, cst.Param):
+        if origin.kind is OriginKind.UNKNOWN and isinstance(origin.expression, ast.arg):
             return origin  # a parameter: one origin for every read of it
         if origin.kind is OriginKind.UNKNOWN:
             # Known by name only (`self.queue`, a parameter): two reads under the same
             # reaching bindings read the same object.
             key = target_key(origin.expression) if origin.expression is not None else None
-            if key is None or not isinstance(origin.expression, cst.BaseExpression):
+            if key is None or not isinstance(origin.expression, ast.expr):
                 return None
             scope = self.analysis.scope_of(origin.expression)
             return (scope, key, self.provenance.reaching(key, origin.expression))
@@ -408,7 +423,7 @@ class _Checker:
             return None
         return origin
 
-    def _tensor_inputs(self, origin: Origin) -> list[tuple[Origin, cst.BaseExpression]] | None:
+    def _tensor_inputs(self, origin: Origin) -> list[tuple[Origin, ast.expr]] | None:
         """The op's tensor input positions, as the op table counts them (numbers, strings and
         keyword arguments are not positions), with the expression passed at each."""
         arguments = _argument_nodes(origin)
@@ -420,11 +435,11 @@ class _Checker:
             if not keyword and not self._is_python_value(node)
         ]
 
-    def _is_python_value(self, node: cst.BaseExpression) -> bool:
-        if isinstance(node, (cst.BaseString, cst.Integer, cst.Float)):
+    def _is_python_value(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.JoinedStr):
             return True
-        if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
-            return True
+        if isinstance(node, ast.Constant) and not isinstance(node.value, complex | type(...)):
+            return True  # a string, a number (not an imaginary one), `None`, `True`, `False`
         return self.analysis.value_of(node).kind is Kind.NUMBER
 
     def _requires_grad(self, origin: Origin, op: saved_ops.OpSaving) -> list[bool | None] | None:
@@ -443,7 +458,7 @@ class _Checker:
             step
             for step in alias.steps
             if step is not alias.base
-            and isinstance(step.expression, cst.Call)
+            and isinstance(step.expression, ast.Call)
             and self._inplace_flag(step.expression) is not None
         ]
         for candidate in (alias.base, *in_place):
@@ -462,7 +477,7 @@ class _Checker:
             return False
         return self._reaches_a_graph(origin.site)
 
-    def _reaches_a_graph(self, op_node: cst.CSTNode) -> bool:
+    def _reaches_a_graph(self, op_node: ast.AST) -> bool:
         """Whether the op's result can be differentiated: `x.norm().item() > 1` ends in a
         number, so no backward ever needs what the norm saved."""
         if op_node not in self._reaches:
@@ -491,7 +506,7 @@ class _Checker:
                     savers.append(_Saver(origin, argument))
         return savers
 
-    def _saved_until(self, node: cst.CSTNode, write: _Write, alias: _Alias) -> bool:
+    def _saved_until(self, node: ast.AST, write: _Write, alias: _Alias) -> bool:
         """Whether what `node` evaluates (and saves) is still needed when `write` runs: it
         runs before the write, with no backward in between."""
         scope = self.analysis.scope_of(write.node)
@@ -513,7 +528,7 @@ class _Checker:
         inside = [b for b in self._backward_statements(scope) if self.analysis.contains(loop, b)]
         return not any(order[b] > first or order[b] < last for b in inside)
 
-    def _evaluated_before(self, node: cst.CSTNode, write: _Write) -> bool:
+    def _evaluated_before(self, node: ast.AST, write: _Write) -> bool:
         """Within one statement: the write's own operands run before it, and so does what
         stands to its left; what encloses it runs after."""
         if node is write.node or self.analysis.contains(node, write.node):
@@ -522,35 +537,35 @@ class _Checker:
             return True
         return self.analysis.index.end[node] <= self.analysis.index.start[write.node]
 
-    def _common_loop(self, first: cst.CSTNode, second: cst.CSTNode) -> cst.For | cst.While | None:
+    def _common_loop(self, first: ast.AST, second: ast.AST) -> Loop | None:
         around = self.analysis.enclosing_loops(second)
         return next((loop for loop in self.analysis.enclosing_loops(first) if loop in around), None)
 
-    def _op_nodes(self, scope: ScopeNode) -> list[cst.CSTNode]:
-        return [n for n in self._nodes(scope) if isinstance(n, (cst.Call, cst.BinaryOperation))]
+    def _op_nodes(self, scope: ScopeNode) -> list[ast.AST]:
+        return [n for n in self._nodes(scope) if isinstance(n, (ast.Call, ast.BinOp))]
 
-    def _nodes(self, scope: ScopeNode) -> list[cst.CSTNode]:
+    def _nodes(self, scope: ScopeNode) -> list[ast.AST]:
         """The scope's calls, operators and assignments, in source order."""
         if not self._by_scope:
             index = self.analysis.index
-            for node in index.of_types(cst.Call, cst.BinaryOperation, cst.Assign):
+            for node in index.of_types(ast.Call, ast.BinOp, ast.Assign):
                 self._by_scope.setdefault(self.analysis.scope_of(node), []).append(node)
         return self._by_scope.get(scope, [])
 
-    def _backward_statements(self, scope: ScopeNode) -> list[cst.CSTNode]:
+    def _backward_statements(self, scope: ScopeNode) -> list[ast.AST]:
         if scope not in self._backwards:
             statements = []
             for node in self._op_nodes(scope):
-                if isinstance(node, cst.Call) and self._is_backward(node):
+                if isinstance(node, ast.Call) and self._is_backward(node):
                     statement = self.provenance.statement_of(node)
                     if statement is not None:
                         statements.append(statement)
             self._backwards[scope] = statements
         return self._backwards[scope]
 
-    def _is_backward(self, call: cst.Call) -> bool:
+    def _is_backward(self, call: ast.Call) -> bool:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+        if isinstance(func, ast.Attribute) and func.attr == "backward":
             return True
         return self.analysis.qualified_name(func) in torch_api.AUTOGRAD_FUNCTIONS
 
@@ -587,7 +602,7 @@ class _Checker:
         """A tensor that requires grad and has no history: in-place writes to it outside
         `no_grad` are refused at once."""
         if base.kind is OriginKind.LEAF:
-            frozen = isinstance(base.expression, cst.Call) and is_false(
+            frozen = isinstance(base.expression, ast.Call) and is_false(
                 keyword_argument(base.expression, "requires_grad")
             )
             return not frozen  # `nn.Parameter(w, requires_grad=False)`
@@ -596,31 +611,31 @@ class _Checker:
             return False
         iterable = base.inputs[0].expression
         return (
-            isinstance(iterable, cst.Call)
-            and isinstance(iterable.func, cst.Attribute)
-            and iterable.func.attr.value == "parameters"
+            isinstance(iterable, ast.Call)
+            and isinstance(iterable.func, ast.Attribute)
+            and iterable.func.attr == "parameters"
             and not self._frozen_module(iterable.func.value)
         )
 
-    def _frozen_module(self, module: cst.BaseExpression) -> bool:
+    def _frozen_module(self, module: ast.expr) -> bool:
         """Whether the file stops `module`'s parameters requiring grad: `for p in
         m.parameters(): p.detach_()` / `p.requires_grad = False` / `p.requires_grad_(False)`,
         or `m.requires_grad_(False)` (an EMA copy, a frozen teacher)."""
         key = self.analysis.code_of(module)
         for call in self.analysis.index.calls_by_name.get("requires_grad_", []):
-            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
             if receiver is not None and self.analysis.code_of(receiver) == key:
                 return True
-        for node in self.analysis.index.of_types(cst.For):
+        for node in self.analysis.index.of_types(ast.For, ast.AsyncFor):
             if not (
-                isinstance(node, cst.For)
-                and isinstance(node.iter, cst.Call)
-                and isinstance(node.iter.func, cst.Attribute)
-                and node.iter.func.attr.value == "parameters"
+                isinstance(node, (ast.For, ast.AsyncFor))
+                and isinstance(node.iter, ast.Call)
+                and isinstance(node.iter.func, ast.Attribute)
+                and node.iter.func.attr == "parameters"
                 and self.analysis.code_of(node.iter.func.value) == key
             ):
                 continue
-            body = self.analysis.code_of(node.body)
+            body = " ".join(self.analysis.code_of(statement) for statement in node.body)
             if re.search(r"detach_\(|requires_grad\s*=\s*False|requires_grad_\(False\)", body):
                 return True
         return False
@@ -636,7 +651,7 @@ class _Checker:
 
     def _op_name(self, origin: Origin) -> str:
         expression = origin.expression
-        if isinstance(expression, cst.Call):
+        if isinstance(expression, ast.Call):
             return self._code(expression.func)
         return origin.key or self._code(expression)
 
@@ -677,13 +692,13 @@ class _Checker:
         the write), so the fix stays at this call."""
         assert write.call is not None
         func = write.call.func
-        if not isinstance(func, (cst.Name, cst.Attribute)):
+        if not isinstance(func, (ast.Name, ast.Attribute)):
             return False
         constructor = self.provenance.module_constructor(func)
         qualified = self.analysis.qualified_name(constructor.func) if constructor else None
         if constructor is None or _flag_argument(constructor, qualified) is not write.flag:
             return False  # the flag is the call's own (`F.relu(x, inplace=True)`)
-        name = func.value if isinstance(func, cst.Name) else func.attr.value
+        name = func.id if isinstance(func, ast.Name) else func.attr
         return any(
             call is not write.call and self.provenance.module_constructor(call.func) is constructor
             for call in self.analysis.index.calls_by_name.get(name, [])
@@ -694,14 +709,13 @@ class _Checker:
         working in place wherever else it is called."""
         assert write.call is not None
         module = self._code(write.call.func)
-        cloned = _cloned(write.target)
-        advice = f"Pass it a copy, `{module}({self._code(cloned)})`"
+        advice = f"Pass it a copy, `{module}({self._cloned_code(write.target)})`"
         shared = self._shared_inplace_entry(write.call.func) if write.flag is None else None
         if shared is not None:
             advice += f": `{module}` may be the shared `{self._code(shared)}`, whose other users"
         else:
             advice += f": `{module}` is called elsewhere too, and those calls"
-        return _Fix(Tier.SAFE, advice + " keep working in place.", {write.target: cloned})
+        return _Fix(Tier.SAFE, advice + " keep working in place.", {write.target: _cloned})
 
     def _out_of_place(self, write: _Write, alias: _Alias) -> _Fix | None:
         """`y = y + eps`, `y = y.clamp(...)`, `.masked_fill(...)`, `inplace=False`: only when
@@ -709,7 +723,7 @@ class _Checker:
         parent = self.analysis.parent(write.node)
         rebinds = write.kind is WriteKind.AUGMENTED or (
             write.kind is WriteKind.METHOD
-            and isinstance(parent, cst.Expr)
+            and isinstance(parent, ast.Expr)
             and target_key(write.target) is not None
         )
         rebound = target_key(write.target) if rebinds else None
@@ -718,37 +732,36 @@ class _Checker:
         ):
             return None
         if write.kind is WriteKind.FLAG and write.flag is not None:
-            if isinstance(parent, cst.Expr):
+            if isinstance(parent, ast.Expr):
                 return None  # the result is dropped: the write itself is the point
-            return _Fix(Tier.SAFE, "Use `inplace=False`.", {write.flag: cst.Name("False")})
-        if isinstance(write.node, cst.AugAssign):
-            assign = _assignment_of(write.node)
+            return _Fix(Tier.SAFE, "Use `inplace=False`.", {write.flag: _false})
+        if isinstance(write.node, ast.AugAssign):
+            if type(write.node.op) not in _OPERATOR_TEXT:
+                return None  # `|=`, `<<=`: no arithmetic twin to offer; a clone still works
+            assign = self._assignment_code(write.node)
             return _Fix(
                 Tier.SAFE,
-                f"Compute it out of place: `{self._code(assign)}`.",
-                {write.node: assign},
+                f"Compute it out of place: `{_cut(assign)}`.",
+                {write.node: _assignment_of},
             )
         call = write.call
         if write.kind is not WriteKind.METHOD or call is None:
             return None
         func = call.func
-        assert isinstance(func, cst.Attribute)
-        if func.attr.value not in torch_api.INPLACE_METHODS_WITH_TWIN:
+        assert isinstance(func, ast.Attribute)
+        if func.attr not in torch_api.INPLACE_METHODS_WITH_TWIN:
             return None
-        twin = call.with_changes(func=func.with_changes(attr=cst.Name(func.attr.value[:-1])))
-        if isinstance(parent, cst.Expr):
+        if isinstance(parent, ast.Expr):
             if rebound is None:
                 return None
-            assign = cst.Assign(
-                targets=[cst.AssignTarget(target=write.target.deep_clone())],
-                value=twin,
-                semicolon=parent.semicolon,
-            )
+            assign = f"{self.analysis.code_of(write.target)} = {self._twin_code(call)}"
             return _Fix(
-                Tier.SAFE, f"Compute it out of place: `{self._code(assign)}`.", {parent: assign}
+                Tier.SAFE,
+                f"Compute it out of place: `{_cut(assign)}`.",
+                {parent: _rebinding_twin},
             )
-        advice = f"Use the out-of-place `.{func.attr.value[:-1]}(...)`."
-        return _Fix(Tier.SAFE, advice, {func: twin.func})
+        advice = f"Use the out-of-place `.{func.attr[:-1]}(...)`."
+        return _Fix(Tier.SAFE, advice, {func: _twin_method})
 
     def _held_only_here(self, write: _Write, alias: _Alias) -> bool:
         """Whether the saved tensor is made in the write's own scope and not stored into an
@@ -761,7 +774,7 @@ class _Checker:
         if self.analysis.scope_of(base.site) is not scope:
             return False
         for node in self._nodes(scope):
-            if isinstance(node, cst.Assign) and any(_stores(t.target) for t in node.targets):
+            if isinstance(node, ast.Assign) and any(_stores(t) for t in node.targets):
                 stored = self.alias_of(node.value)
                 if stored is not None and stored.storage == alias.storage:
                     return False
@@ -783,7 +796,7 @@ class _Checker:
                 return True
         return False
 
-    def _read_after(self, load: cst.BaseExpression, write: _Write, alias: _Alias) -> bool:
+    def _read_after(self, load: ast.expr, write: _Write, alias: _Alias) -> bool:
         scope = self.analysis.scope_of(write.node)
         order = self.provenance.bindings(scope).order
         load_statement = self.provenance.statement_of(load)
@@ -798,9 +811,9 @@ class _Checker:
         loop = self._common_loop(load, write.node)
         return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
 
-    def _loads(self, scope: ScopeNode) -> list[cst.BaseExpression]:
+    def _loads(self, scope: ScopeNode) -> list[ast.expr]:
         if scope not in self._load_cache:
-            names: list[cst.BaseExpression] = [
+            names: list[ast.expr] = [
                 name for nodes in self.analysis.index.names[scope].values() for name in nodes
             ]
             info = self.analysis.class_of(scope)
@@ -832,12 +845,11 @@ class _Checker:
                 {},
             )
         expression = binding.value
-        assert isinstance(expression, cst.BaseExpression)
-        cloned = _cloned(expression)
+        assert isinstance(expression, ast.expr)
         return _Fix(
             Tier.SAFE,
-            f"Clone it where it is bound: `{binding.key} = {self._code(cloned)}`.",
-            {expression: cloned},
+            f"Clone it where it is bound: `{binding.key} = {self._cloned_code(expression)}`.",
+            {expression: _cloned},
         )
 
     def _clone_where_read(self, alias: _Alias, savers: list[_Saver]) -> _Fix:
@@ -849,11 +861,11 @@ class _Checker:
                 "backward.",
                 {},
             )
-        replacements: dict[cst.CSTNode, cst.CSTNode] = {}
+        replacements: dict[ast.AST, Rewrite] = {}
         for saver in savers:
             if saver.argument is not None and saver.argument not in replacements:
-                replacements[saver.argument] = _cloned(saver.argument)
-        shown = ", ".join(f"`{self._code(c)}`" for c in replacements.values())
+                replacements[saver.argument] = _cloned
+        shown = ", ".join(f"`{self._cloned_code(argument)}`" for argument in replacements)
         return _Fix(Tier.SAFE, f"Let the op save a copy: {shown}.", replacements)
 
     def _clonable(self, alias: _Alias) -> bool:
@@ -867,29 +879,61 @@ class _Checker:
         info = self.analysis.class_of(self.analysis.scope_of(base.expression))
         return info is not None and key[5:] in self._buffers(info.node)
 
-    def _buffers(self, class_node: cst.ClassDef) -> set[str]:
+    def _buffers(self, class_node: ast.ClassDef) -> set[str]:
         names = set()
         for call in self.analysis.index.calls_by_name.get("register_buffer", []):
-            if not self.analysis.contains(class_node, call) or not call.args:
+            arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
+            if not self.analysis.contains(class_node, call) or not arguments:
                 continue
-            name = call.args[0].value
-            if isinstance(name, cst.SimpleString):
-                evaluated = name.evaluated_value
-                if isinstance(evaluated, str):
-                    names.add(evaluated)
+            name = arguments[0]
+            if isinstance(name, ast.Starred):
+                name = name.value
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                names.add(name.value)
         return names
 
     def _is_parameter(self, alias: _Alias) -> bool:
         """A parameter, or another tensor that requires grad and has no history."""
         base = alias.base
-        if base.kind is not OriginKind.UNKNOWN or not isinstance(base.expression, cst.Attribute):
+        if base.kind is not OriginKind.UNKNOWN or not isinstance(base.expression, ast.Attribute):
             return False
         return self.analysis.value_of(
             base.expression
         ).leaf  # a parameter (or another tensor that requires grad and has no history)
 
-    def _code(self, node: cst.CSTNode | None) -> str:
+    def _code(self, node: ast.AST | None) -> str:
         return "" if node is None else self.analysis.code_of(node, limit=80)
+
+    # The text of a fix's code for messages, written from the source as the rewrite makes it.
+    def _cloned_code(self, expression: ast.expr) -> str:
+        """`expression.clone()`, parenthesised as `_cloned` does."""
+        code = self.analysis.code_of(expression)  # with its own parentheses, if any
+        if not self.analysis.parenthesized(expression) and not _is_atom(expression):
+            code = f"({code})"
+        return _cut(f"{code}.clone()")
+
+    def _assignment_code(self, statement: ast.AugAssign) -> str:
+        """`y = y + v` for `y += v`, parenthesised as `_assignment_of` does."""
+        symbol, precedence = _OPERATOR_TEXT[type(statement.op)]
+        value = statement.value
+        code = self.analysis.code_of(value)  # with its own parentheses, if any
+        if isinstance(value, ast.BinOp):
+            needs = _OPERATOR_TEXT.get(type(value.op), ("", 0))[1] <= precedence
+        else:
+            needs = not (_is_atom(value) or isinstance(value, ast.UnaryOp))
+        if needs and not self.analysis.parenthesized(value):
+            code = f"({code})"
+        target = self.analysis.code_of(statement.target)
+        return f"{target} = {target} {symbol} {code}"
+
+    def _twin_code(self, call: ast.Call) -> str:
+        """`x.add(1)` for `x.add_(1)`: the call's source with the method's `_` dropped."""
+        code = self.analysis.code_of(call)
+        method = " ".join((ast.get_source_segment(self.analysis.source, call.func) or "").split())
+        at = code.find(method)
+        if method.endswith("_") and at >= 0:
+            code = code[:at] + method[:-1] + code[at + len(method) :]
+        return code
 
 
 # -- syntax helpers ----------------------------------------------------------------------------
@@ -901,17 +945,32 @@ def _writes_data(method: str) -> bool:
     )
 
 
-def _string_index(target: cst.Subscript) -> bool:
+def _positional(call: ast.Call) -> list[ast.expr]:
+    """The arguments passed by position, without `*args`."""
+    return [arg for arg in call.args if not isinstance(arg, ast.Starred)]
+
+
+def _string_index(target: ast.Subscript) -> bool:
     """`d["key"]`, `d[f"{name}_loss"]`: an index no tensor takes."""
-    elements = target.slice
-    return (
-        len(elements) == 1
-        and isinstance(elements[0].slice, cst.Index)
-        and isinstance(elements[0].slice.value, _STRINGS)
+    index = target.slice
+    return isinstance(index, ast.JoinedStr) or (
+        isinstance(index, ast.Constant) and isinstance(index.value, (str, bytes))
     )
 
 
-def _stores(target: cst.BaseExpression) -> bool:
+def _is_atom(expression: ast.expr) -> bool:
+    """What `.clone()` can follow without parentheses (`_ATOMS`, as `ast` has them)."""
+    if isinstance(expression, ast.Constant):
+        return type(expression.value) in _ATOM_CONSTANTS
+    return isinstance(expression, _AST_ATOMS)
+
+
+def _cut(code: str, limit: int = 80) -> str:
+    """Cut as `FileAnalysis.code_of` cuts."""
+    return code[: limit - 3] + "..." if len(code) > limit else code
+
+
+def _stores(target: ast.expr) -> bool:
     """Whether assigning to `target` keeps the value beyond the scope's local names."""
     key = target_key(target)
     return key is None or key.startswith("self.")
@@ -920,42 +979,47 @@ def _stores(target: cst.BaseExpression) -> bool:
 def _is_detach(origin: Origin) -> bool:
     call = origin.expression
     return (
-        isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Attribute)
-        and call.func.attr.value == "detach"
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "detach"
         and not call.args
+        and not call.keywords
     )
 
 
-def _flag_argument(call: cst.Call, qualified: str | None) -> cst.Name | None:
+def _flag_argument(call: ast.Call, qualified: str | None) -> ast.Constant | None:
     """The literal `True` passed as `inplace` (by keyword, or at its known position)."""
     flag = keyword_argument(call, "inplace")
     if flag is None and qualified in torch_api.INPLACE_FLAG_POSITION:
-        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        positional = _positional(call)
         position = torch_api.INPLACE_FLAG_POSITION[qualified]
         flag = positional[position] if position < len(positional) else None
-    if isinstance(flag, cst.Name) and flag.value == "True":
+    if isinstance(flag, ast.Constant) and flag.value is True:
         return flag
     return None
 
 
-def _argument_nodes(origin: Origin) -> list[tuple[cst.BaseExpression, bool]] | None:
+def _argument_nodes(origin: Origin) -> list[tuple[ast.expr, bool]] | None:
     """The expressions provenance made `origin.inputs` from, each with whether it was passed
     by keyword."""
     node = origin.expression
-    if isinstance(node, cst.BinaryOperation):
+    if isinstance(node, ast.BinOp):
         return [(node.left, False), (node.right, False)]
-    if isinstance(node, cst.UnaryOperation):
-        return [(node.expression, False)]
-    if isinstance(node, (cst.Subscript, cst.Attribute)):
+    if isinstance(node, ast.UnaryOp):
+        return [(node.operand, False)]
+    if isinstance(node, (ast.Subscript, ast.Attribute)):
         return [(node.value, False)]
-    if isinstance(node, cst.AugAssign):
+    if isinstance(node, ast.AugAssign):
         return [(node.target, False), (node.value, False)]
-    if not isinstance(node, cst.Call):
+    if not isinstance(node, ast.Call):
         return None
-    arguments = [(arg.value, arg.keyword is not None) for arg in node.args]
+    # As provenance reads them: the positional arguments (`*xs` as `xs`), then the keyword
+    # ones (`**kw`, with no name, counted as a position as before).
+    arguments = [
+        (arg.value if isinstance(arg, ast.Starred) else arg, False) for arg in node.args
+    ] + [(keyword.value, keyword.arg is not None) for keyword in node.keywords]
     method = origin.key is not None and origin.key.startswith("Tensor.")
-    if method and isinstance(node.func, cst.Attribute):
+    if method and isinstance(node.func, ast.Attribute):
         return [(node.func.value, False), *arguments]
     return arguments
 
@@ -968,14 +1032,41 @@ def _requires(grad: Grad) -> bool | None:
     return None
 
 
-def _cloned(expression: cst.BaseExpression) -> cst.Call:
+# -- rewrites: functions of the LibCST node the fix writer finds at the replaced node ---------
+def _false(flag: cst.CSTNode) -> cst.CSTNode:
+    """`inplace=True` -> `inplace=False`."""
+    return cst.Name("False")
+
+
+def _cloned(expression: cst.CSTNode) -> cst.CSTNode:
+    assert isinstance(expression, cst.BaseExpression)
     if not isinstance(expression, _ATOMS):
         expression = _parenthesized(expression)
     return method_call(expression, "clone")
 
 
-def _assignment_of(statement: cst.AugAssign) -> cst.Assign:
+def _twin_method(func: cst.CSTNode) -> cst.CSTNode:
+    """`x.add_` -> `x.add`."""
+    assert isinstance(func, cst.Attribute)
+    return func.with_changes(attr=cst.Name(func.attr.value[:-1]))
+
+
+def _rebinding_twin(statement: cst.CSTNode) -> cst.CSTNode:
+    """The statement `x.add_(1)` -> `x = x.add(1)`."""
+    assert isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)
+    call = statement.value
+    func = call.func
+    assert isinstance(func, cst.Attribute)
+    return cst.Assign(
+        targets=[cst.AssignTarget(target=func.value.deep_clone())],
+        value=call.with_changes(func=_twin_method(func)),
+        semicolon=statement.semicolon,
+    )
+
+
+def _assignment_of(statement: cst.CSTNode) -> cst.CSTNode:
     """`y += v` as `y = y + v` (parenthesising `v` where precedence needs it)."""
+    assert isinstance(statement, cst.AugAssign)
     operator = _AUGMENTED_TO_BINARY[type(statement.operator)]()
     value = statement.value
     if isinstance(value, cst.BinaryOperation):
