@@ -672,6 +672,7 @@ def process_notebook(source: bytes, options: pipeline.RunOptions) -> pipeline.So
         new_source=new_source,
         error=_cells_error(broken) if broken else None,
         parsed=result.parsed,
+        libcst_parsed=result.libcst_parsed,
     )
 
 

@@ -59,6 +59,7 @@ class TrainingSteps:
     def __init__(self, analysis: FileAnalysis) -> None:
         self._analysis = analysis
         self._reaches: dict[Function, bool] = {}
+        self._loop_reaches: dict[Loop, bool] = {}
 
     @cached_property
     def _methods_by_name(self) -> dict[str, list[Function]]:
@@ -69,8 +70,12 @@ class TrainingSteps:
         return by_name
 
     def loop_reaches_step(self, loop: Loop, scope: ast.AST) -> bool:
-        """Whether a backward or optimizer step runs between two iterations of `loop`."""
-        return self._reaches_in(loop.body, scope, frozenset())
+        """Whether a backward or optimizer step runs between two iterations of `loop`;
+        answered once per loop (rules ask it for every statement in the loop)."""
+        known = self._loop_reaches.get(loop)
+        if known is None:
+            known = self._loop_reaches[loop] = self._reaches_in(loop.body, scope, frozenset())
+        return known
 
     def function_reaches_step(self, function: Function) -> bool:
         return self._function_reaches(function, frozenset())

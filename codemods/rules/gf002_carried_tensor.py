@@ -168,11 +168,14 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
+        loops = analysis.enclosing_loops(node)
+        if loops and not _loop_crosses_training_step(analysis, node, loops[0]):
+            continue  # whatever it carries, `_judge_carry` would leave it: skip the search
         for assign_target in node.targets:
             for target in _stored_names(assign_target):
                 key = target_key(target)
-                if key is None:
-                    continue
+                if key is None or not (loops or key.startswith("self.")):
+                    continue  # neither a loop nor calls of a method to carry it across
                 scope = analysis.scope_of(node)
                 if (scope, key) not in facts:
                     facts[(scope, key)] = _KeyFacts.of(analysis, scope, key)
@@ -600,7 +603,13 @@ def _crosses_training_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     the file runs once per training step."""
     if carry.loop is None:
         return _repeats_with_backward(analysis, carry)
-    return not in_forward(analysis, carry.store) and analysis.loop_reaches_step(carry.loop)
+    return _loop_crosses_training_step(analysis, carry.store, carry.loop)
+
+
+def _loop_crosses_training_step(analysis: FileAnalysis, store: ast.Assign, loop: Loop) -> bool:
+    """Whether a backward or optimizer step runs between two iterations of `loop`, around a
+    store outside any `forward`."""
+    return not in_forward(analysis, store) and analysis.loop_reaches_step(loop)
 
 
 def _requires_grad_set(analysis: FileAnalysis, key: str, node: ast.AST) -> bool:
