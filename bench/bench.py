@@ -58,20 +58,15 @@ def _source(path: Path) -> bytes:
     return source
 
 
-def _parse(path: Path) -> bool:
+def _parse(path: Path, parser: Callable[[bytes], object] = libcst.parse_module) -> bool:
     try:
-        libcst.parse_module(_source(path))
+        parser(_source(path))
     except Exception:
         return False
     return True
 
 
-def _parse_ast(path: Path) -> bool:
-    try:
-        ast.parse(_source(path))
-    except Exception:
-        return False
-    return True
+_parse_ast = functools.partial(_parse, parser=ast.parse)
 
 
 def _parsed_by_libcst(path: Path) -> bool:

@@ -16,7 +16,6 @@ how the Fixit adapters locate findings on the tree Fixit parsed.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Mapping
 
 import libcst as cst
@@ -27,8 +26,6 @@ from codemods.analysis import FileAnalysis
 from codemods.analysis.positions import Point, Span
 from codemods.findings import Edit
 from codemods.rules.base import Rewrite
-
-_LINE_END = re.compile(r"\r\n|\r|\n")
 
 # The LibCST classes that may stand where an `ast` node of a class stands; an `ast` class
 # missing here maps to the LibCST class of the same name.
@@ -144,7 +141,6 @@ class SourceEditor:
     def __init__(self, analysis: FileAnalysis) -> None:
         self.analysis = analysis
         self.text = analysis.source
-        self._line_starts = [0, *(match.end() for match in _LINE_END.finditer(self.text))]
         self._statements: dict[ast.stmt, CstFile] = {}
         self._whole: CstFile | None = None
 
@@ -159,11 +155,13 @@ class SourceEditor:
             return whole.rewritten(built).code
         text = self.text
         positions = self.analysis.positions
-        for unit in sorted(by_unit, key=lambda u: self._offset(positions[u].start), reverse=True):
+        offset = self.analysis.offset
+        # Last statement first, so that each splice leaves the earlier offsets as they are.
+        for unit in sorted(by_unit, key=lambda u: offset(positions[u].start), reverse=True):
             statement = self._statement(unit)  # type: ignore[arg-type]
             built = cst_replacements(statement, by_unit[unit], positions)
             where = positions[unit]
-            first, last = self._offset(where.start), self._offset(where.end)
+            first, last = offset(where.start), offset(where.end)
             text = text[:first] + statement.rewritten(built).code + text[last:]
         return text
 
@@ -173,8 +171,8 @@ class SourceEditor:
         start = min((span.start.line, span.start.column) for span in spans)
         end = max((span.end.line, span.end.column) for span in spans)
         new = self.rewritten(replacements)
-        first = self._offset(Point(*start))
-        last = self._offset(Point(*end)) + len(new) - len(self.text)
+        first = self.analysis.offset(Point(*start))
+        last = self.analysis.offset(Point(*end)) + len(new) - len(self.text)
         return Edit(start[0], start[1] + 1, end[0], end[1] + 1, new[first:last])
 
     @property
@@ -195,7 +193,7 @@ class SourceEditor:
         known = self._statements.get(statement)
         if known is None:
             where = self.analysis.positions[statement]
-            text = self.text[self._offset(where.start) : self._offset(where.end)]
+            text = self.text[self.analysis.offset(where.start) : self.analysis.offset(where.end)]
             known = CstFile.parse(text, (where.start.line, where.start.column))
             self._statements[statement] = known
         return known
@@ -204,10 +202,6 @@ class SourceEditor:
         if self._whole is None:
             self._whole = CstFile.parse(self.text)
         return self._whole
-
-    def _offset(self, point: Point) -> int:
-        """The index in the text of a (1-based line, 0-based character column) position."""
-        return self._line_starts[point.line - 1] + point.column
 
 
 class ReplaceNodes(cst.CSTTransformer):

@@ -27,7 +27,7 @@ from codemods.analysis.index import (
     build_index,
 )
 from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
-from codemods.analysis.positions import SourceLines, SourcePositions, Span
+from codemods.analysis.positions import Point, SourceLines, SourcePositions, Span
 from codemods.analysis.syntax import has_star
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
@@ -44,10 +44,7 @@ _SPACE = " \t\f\r\n\\"
 
 
 class FileAnalysis:
-    def __init__(self, tree: ast.Module, source: str | bytes) -> None:
-        if isinstance(source, bytes):
-            encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
-            source = source.decode(encoding)
+    def __init__(self, tree: ast.Module, source: str) -> None:
         self.module = tree
         self.source: str = source
         self._lines = SourceLines(source)
@@ -73,6 +70,10 @@ class FileAnalysis:
         self.__dict__.clear()
 
     # -- questions rules ask ------------------------------------------------------------
+    def offset(self, point: Point) -> int:
+        """The index in `source` of a position (1-based line, 0-based character column)."""
+        return self._lines.offset(point.line, point.column)
+
     @cached_property
     def lines(self) -> list[str]:
         """The source's lines, without their line breaks, as CPython counts them."""
