@@ -15,7 +15,6 @@ import random
 import re
 import runpy
 import sys
-import time
 import traceback
 import types
 import warnings
@@ -44,8 +43,6 @@ SUFFIXES = (".py", ".ipynb")  # a case is a script, or a notebook
 _TOP_KEYS = frozenset({"description", "findings", "run"})
 _RUN_KEYS = frozenset({"symptom", "probe", "error", "same_result"})
 
-# A fixture script should take well under a second; this only catches runaway scripts.
-MAX_SCRIPT_SECONDS = 10.0
 # Emitted by torch when a requires-grad tensor is converted to a Python scalar (`float(loss)`).
 SCALAR_WARNING = "requires_grad=True to a scalar"
 
@@ -192,7 +189,6 @@ class ScriptRun:
     exception: BaseException | None = None
     traceback: str = ""
     output: str = ""
-    seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
     def check_clean(self) -> None:
@@ -260,7 +256,6 @@ def run_script(path: Path, workdir: Path) -> ScriptRun:
     os.chdir(workdir)
     torch.manual_seed(0)
     random.seed(0)
-    start = time.perf_counter()
     try:
         with (
             warnings.catch_warnings(record=True) as caught,
@@ -275,7 +270,6 @@ def run_script(path: Path, workdir: Path) -> ScriptRun:
                 result.traceback = traceback.format_exc()
         result.warnings = [str(w.message) for w in caught]
     finally:
-        result.seconds = time.perf_counter() - start
         result.output = buffer.getvalue()
         sys.argv = saved_argv
         os.chdir(saved_cwd)

@@ -13,10 +13,11 @@ import io
 import tokenize
 from collections.abc import Callable, Mapping
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from codemods.analysis import torch_api
 from codemods.analysis.bindings import NamedExpressions, ScopeBindings, scope_bindings
-from codemods.analysis.imports import import_aliases, qualify
+from codemods.analysis.imports import dotted_name, import_aliases, qualify
 from codemods.analysis.index import (
     FUNCTION_TYPES,
     LOOP_TYPES,
@@ -26,11 +27,21 @@ from codemods.analysis.index import (
     ScopeNode,
     build_index,
 )
-from codemods.analysis.interpreter import Env, Interpreter, ScopeFacts, backward_root, target_key
+from codemods.analysis.interpreter import (
+    Env,
+    Interpreter,
+    ScopeFacts,
+    backward_root,
+    joined_grad,
+    target_key,
+)
 from codemods.analysis.positions import Point, SourceLines, SourcePositions, Span
 from codemods.analysis.syntax import has_star
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
+
+if TYPE_CHECKING:
+    from codemods.analysis.flows import Flow
 
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
 
@@ -60,6 +71,8 @@ class FileAnalysis:
         self._class_env: dict[str, Env] = {}
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
         self._enclosing_loops: dict[ast.AST, tuple[Loop, ...]] = {}
+        # (variable, scope) -> where values stored into it go (`flows.follow_target`)
+        self.variable_flows: dict[tuple[str, ScopeNode], Flow] = {}
         self._backward_by_root = self._index_backward_calls()
         self._interpret_all()
 
@@ -304,6 +317,14 @@ class FileAnalysis:
             return [expression]
         return []
 
+    def assigns(self, name: str) -> bool:
+        """Whether some scope of the file stores into the variable `name`."""
+        return any(
+            type(node.ctx) is ast.Store
+            for names in self.index.names.values()
+            for node in names.get(name, ())
+        )
+
     def descendants(self, node: ast.AST) -> list[ast.AST]:
         """`node` and every node inside it, in source order (the shared context and operator
         instances excepted). Prefer this to `ast.walk`, which gives no source order."""
@@ -377,15 +398,34 @@ class FileAnalysis:
                     calls.setdefault(callee.cls, []).append(node)
         return calls
 
-    def is_module_class(self, class_name: str, seen: frozenset[str] = frozenset()) -> bool:
+    def is_module_class(self, class_name: str) -> bool:
+        return self._derives_from(class_name, _is_module_base)
+
+    def is_optimizer_class(self, class_name: str) -> bool:
+        """A class of the file that subclasses a torch optimizer (`class SAM(Optimizer)`)."""
+        return self._derives_from(class_name, _is_optimizer_base)
+
+    def instance_kind(self, class_name: str) -> Kind:
+        """What an instance of the file's own class is: a module, an optimizer, an object."""
+        if self.is_module_class(class_name):
+            return Kind.MODULE
+        return Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
+
+    def _derives_from(
+        self,
+        class_name: str,
+        is_base: Callable[[str | None], bool],
+        seen: frozenset[str] = frozenset(),
+    ) -> bool:
         info = self.index.classes.get(class_name)
         if info is None or class_name in seen:
             return False
         for base in info.bases:
-            name = self.qualified_name(base)
-            if name in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+            if is_base(self.qualified_name(base)):
                 return True
-            if isinstance(base, ast.Name) and self.is_module_class(base.id, seen | {class_name}):
+            if isinstance(base, ast.Name) and self._derives_from(
+                base.id, is_base, seen | {class_name}
+            ):
                 return True
         return False
 
@@ -477,8 +517,38 @@ class FileAnalysis:
             self._call_value,
             self._global_lookup(scope),
             self._backward_evidence,
+            self.integer_constants,
             grad,
         )
+
+    @cached_property
+    def integer_constants(self) -> dict[str, int]:
+        """Module names bound once, to an integer literal (`T_MAX = 5`, `N, T = 4, 5`)."""
+        constants: dict[str, int] = {}
+        for statement in self.module.body:
+            if type(statement) is not ast.Assign or len(statement.targets) != 1:
+                continue
+            target, value = statement.targets[0], statement.value
+            pairs = [(target, value)]
+            if type(target) is ast.Tuple and type(value) is ast.Tuple:
+                pairs = list(zip(target.elts, value.elts, strict=False))
+            for name, literal in pairs:
+                if (
+                    type(name) is ast.Name
+                    and type(literal) is ast.Constant
+                    and type(literal.value) is int
+                ):
+                    constants[name.id] = literal.value
+        return {
+            name: number
+            for name, number in constants.items()
+            if sum(
+                type(n.ctx) is ast.Store
+                for names in self.index.names.values()
+                for n in names.get(name, ())
+            )
+            == 1
+        }
 
     def _global_lookup(self, scope: ScopeNode):
         module_env = self.facts[self.module].final_env if self.module in self.facts else {}
@@ -561,12 +631,13 @@ class FileAnalysis:
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
         info = self.class_of(function)
-        params = list(function.args.posonlyargs) + list(function.args.args)
-        if info is not None and params:
-            kind = Kind.MODULE if self.is_module_class(info.name) else Kind.OBJECT
-            env[params[0].arg] = Value(Grad.FREE, kind, cls=info.name)
+        params = self._passed_parameters(function)
+        if info is not None and not _is_static(function):
+            receiver = (list(function.args.posonlyargs) + list(function.args.args))[:1]
+            kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
+            for param in receiver:
+                env[param.arg] = Value(Grad.FREE, kind, cls=info.name)
             env.update(self._class_env.get(info.name, {}))
-            params = params[1:]
         calls = self._call_args.get(function, [])
         for position, param in enumerate(params):
             value: Value | None = None
@@ -576,13 +647,26 @@ class FileAnalysis:
             env[param.arg] = value if value is not None else UNKNOWN
         return env
 
+    def _passed_parameters(self, function: Function) -> list[ast.arg]:
+        """The positional parameters a call's arguments fill: a method's without its `self`
+        (or `cls`), a `@staticmethod`'s all."""
+        params = list(function.args.posonlyargs) + list(function.args.args)
+        if self.class_of(function) is not None and not _is_static(function):
+            return params[1:]
+        return params
+
     def _call_value(
         self, node: ast.Call, callee: Value, args: list[Value], grad: bool, method: str | None
     ) -> Value | None:
         """`args`: the values of `node`'s positional arguments, then of its keyword arguments
         (`interpreter.argument_values`)."""
+        if callee.kind is Kind.CLASS and method == "apply":
+            if callee.cls is None or not self._derives_from(callee.cls, _is_autograd_function):
+                return None
+            inputs = joined_grad(args)  # attached in, attached out
+            return Value(inputs if grad else Grad.FREE, Kind.TENSOR)
         if callee.kind is Kind.CLASS and callee.cls is not None:
-            kind = Kind.MODULE if self.is_module_class(callee.cls) else Kind.OBJECT
+            kind = self.instance_kind(callee.cls)
             init = self.index.classes[callee.cls].methods.get("__init__")
             if init is not None and not has_star(node):
                 positional = args[: len(node.args)]
@@ -608,9 +692,7 @@ class FileAnalysis:
         self._in_progress.add(key)
         try:
             env = self._parameter_env(function)
-            params = list(function.args.posonlyargs) + list(function.args.args)
-            if receiver is not None:
-                params = params[1:]
+            params = self._passed_parameters(function)
             for param, value in zip(params, positional, strict=False):
                 env[param.arg] = value
             for keyword, value in zip(node.keywords, args[len(node.args) :], strict=False):
@@ -678,3 +760,23 @@ def _skip_forward(source: str, offset: int) -> int:
         else:
             break
     return offset
+
+
+def _is_module_base(name: str | None) -> bool:
+    return name in ("torch.nn.Module", "torch.nn.modules.module.Module")
+
+
+def _is_optimizer_base(name: str | None) -> bool:
+    return name is not None and name.startswith("torch.optim.") and "lr_scheduler" not in name
+
+
+def _is_autograd_function(name: str | None) -> bool:
+    return name in ("torch.autograd.Function", "torch.autograd.function.Function")
+
+
+def _is_static(function: Function) -> bool:
+    return any(dotted_name(d) == "staticmethod" for d in function.decorator_list)
+
+
+def _is_classmethod(function: Function) -> bool:
+    return any(dotted_name(d) == "classmethod" for d in function.decorator_list)

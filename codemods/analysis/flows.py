@@ -54,10 +54,19 @@ class Flow:
 
 
 def follow_target(analysis: FileAnalysis, target: ast.expr | ast.arg) -> Flow:
-    """Where a value stored into `target` (`x`, `self.x`, `d[k]`) goes next."""
+    """Where a value stored into `target` (`x`, `self.x`, `d[k]`) goes next. Following a
+    variable visits all of its occurrences in its scope, whichever binding is asked about, so
+    that answer is kept per variable: a script of many steps asks it once per step."""
+    name = target.id if isinstance(target, ast.Name) else getattr(target, "arg", None)
+    key = (name, analysis.scope_of(target)) if name is not None else None
+    known = analysis.variable_flows.get(key) if key is not None else None
+    if known is not None:
+        return Flow(set(known.uses), list(known.backward_calls))
     follower = _Follower(analysis)
-    uses = follower.of_target(target, depth=0)
-    return Flow(uses, follower.backward_calls)
+    flow = Flow(follower.of_target(target, depth=0), follower.backward_calls)
+    if key is not None:
+        analysis.variable_flows[key] = Flow(set(flow.uses), list(flow.backward_calls))
+    return flow
 
 
 def follow_self_attribute(analysis: FileAnalysis, class_name: str, attribute: str) -> Flow:
@@ -190,8 +199,8 @@ class _Follower:
             return set()
         if isinstance(parent, ast.AnnAssign) and parent.annotation is node:
             return {Use.UNKNOWN_CONSUMER}  # an annotation (LibCST wrapped it in a node)
-        if (isinstance(parent, ast.Assign) and parent.value is not node) or isinstance(
-            parent, (ast.AugAssign, ast.AnnAssign)
+        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and (
+            parent.value is not node
         ):
             return set()  # stored into (`d[k] = ...`, `d[k] += 1`): nothing flows out
         if isinstance(parent, ast.Return):

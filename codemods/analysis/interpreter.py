@@ -9,7 +9,7 @@ anything it cannot follow becomes `UNKNOWN`, and rules never rewrite on `UNKNOWN
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from codemods.analysis import torch_api
@@ -119,12 +119,15 @@ class Interpreter:
         # (name, assignment) -> "scalar" / "tensor" when a backward runs on what the
         # assignment stored, before the name is rebound; None otherwise
         backward_evidence: Callable[[str, ast.stmt], str | None],
+        # module names bound once to an integer literal
+        integer_constants: Mapping[str, int],
         grad_enabled: bool,
     ) -> None:
         self.qualify = qualify
         self.call_value = call_value
         self.lookup_global = lookup_global
         self.backward_evidence = backward_evidence
+        self.integer_constants = integer_constants
         self.initial_grad_enabled = grad_enabled
         self.facts = ScopeFacts()
 
@@ -194,11 +197,42 @@ class Interpreter:
             after = self.block(node.body, start, grad)
             widened = join_envs(current, after)
             if widened == current:
+                if self.runs_at_least_once(node):
+                    # No path skips the body: what flows out is what an iteration leaves
+                    # (`log_a = torch.zeros(T)`, then `log_a[t] = ...` for t in range(T)).
+                    current = after
                 break
             current = widened
         if node.orelse:
             current = self.block(node.orelse, dict(current), grad)
         return current
+
+    def runs_at_least_once(self, node: ast.For | ast.AsyncFor | ast.While) -> bool:
+        """`for t in range(5)`, `for t in range(T)` with a module constant `T = 5`, `while
+        True`: loops whose body surely runs."""
+        if isinstance(node, ast.While):
+            return type(node.test) is ast.Constant and node.test.value is True
+        iterable = node.iter
+        if not (
+            type(iterable) is ast.Call
+            and type(iterable.func) is ast.Name
+            and iterable.func.id == "range"
+            and 1 <= len(iterable.args) <= 2
+            and not iterable.keywords
+        ):
+            return False
+        bounds = [self.integer(argument) for argument in iterable.args]
+        if any(bound is None for bound in bounds):
+            return False
+        low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+        return low < high  # type: ignore[operator]
+
+    def integer(self, node: ast.expr) -> int | None:
+        if type(node) is ast.Constant and type(node.value) is int:
+            return node.value
+        if type(node) is ast.Name:
+            return self.integer_constants.get(node.id)
+        return None
 
     def with_statement(self, node: ast.With | ast.AsyncWith, env: Env, grad: bool) -> Env:
         inner_grad = grad
@@ -237,7 +271,13 @@ class Interpreter:
         value = self.value(node.value, env, grad)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
-            if type(target) is ast.Name and value.grad is not Grad.ATTACHED:
+            # Only a tensor's own backward is evidence: `acc.backward(loss)` on an object of
+            # the file's own class differentiates `loss`, not `acc`.
+            if (
+                type(target) is ast.Name
+                and value.grad is not Grad.ATTACHED
+                and value.kind in (Kind.TENSOR, Kind.UNKNOWN)
+            ):
                 evidence = self.backward_evidence(target.id, node)
                 if evidence:
                     value = replace(
@@ -248,7 +288,7 @@ class Interpreter:
                         scalar=value.scalar or evidence == "scalar",
                         evidence=f"`{target.id}.backward()` is called on it",
                     )
-            env = self.bind(target, value, env)
+            env = self.bind(target, value, env, grad)
         return env
 
     def expression_statement(self, value: ast.expr, env: Env, grad: bool) -> Env:
@@ -266,7 +306,8 @@ class Interpreter:
         self.value(value, env, grad)
         return env
 
-    def bind(self, target: ast.expr, value: Value, env: Env) -> Env:
+    def bind(self, target: ast.expr, value: Value, env: Env, grad: bool = True) -> Env:
+        """`env` after `value` is stored into `target`; `grad`: the grad mode of the store."""
         env = dict(env)
         key = target_key(target)
         if key is not None:
@@ -287,7 +328,13 @@ class Interpreter:
         elif isinstance(target, ast.Subscript):
             container = target_key(target.value)
             if container is not None and container in env:
-                env[container] = env[container].storing(value)
+                held = env[container]
+                if held.kind is Kind.TENSOR and grad and value.grad is Grad.ATTACHED:
+                    # `values[t] = v`: the copy into the tensor is recorded (CopySlices), so
+                    # the whole tensor now has a history.
+                    env[container] = replace(held, grad=Grad.ATTACHED, evidence=value.evidence)
+                else:
+                    env[container] = held.storing(value)
         return env
 
     # -- expressions ------------------------------------------------------------------
@@ -444,7 +491,7 @@ class Interpreter:
                 return replace(output, scalar=forward.scalar, loss=forward.loss)
             return output
         if callee.kind is Kind.PASSTHROUGH:
-            return self.tensor_result(_joined_grad(args), grad)
+            return self.tensor_result(joined_grad(args), grad)
         if callee.kind is Kind.CRITERION:
             return self.loss_result(args, grad, not callee.reduction_none)
         local = self.call_value(node, callee, args, grad, None)
@@ -467,7 +514,7 @@ class Interpreter:
         return UNKNOWN
 
     def loss_result(self, args: list[Value], grad: bool, scalar: bool) -> Value:
-        inputs = _joined_grad(args[:2])
+        inputs = joined_grad(args[:2])
         if not grad or inputs is Grad.FREE:
             return replace(FREE_TENSOR, scalar=scalar)
         # A loss is attached only when its inputs are: over values the file does not trace
@@ -519,7 +566,7 @@ class Interpreter:
             return FREE_TENSOR
         if name.startswith("torch.") and not short[:1].isupper():
             reducing = short in torch_api.REDUCING_METHODS and _argument_count(node) == 1
-            return self.tensor_result(_joined_grad(args), grad, scalar=reducing)
+            return self.tensor_result(joined_grad(args), grad, scalar=reducing)
         return None
 
     def method_call(
@@ -533,13 +580,21 @@ class Interpreter:
                 return replace(FREE_TENSOR, scalar=receiver.scalar)
             if method in torch_api.GRAPH_KEEPING_METHODS:
                 reducing = method in torch_api.REDUCING_METHODS and not _argument_count(node)
-                inputs = receiver.grad.combine(_joined_grad(args)) if args else receiver.grad
+                inputs = receiver.grad.combine(joined_grad(args)) if args else receiver.grad
                 result = self.tensor_result(
                     inputs,
                     grad,
                     scalar=reducing or (receiver.scalar and method not in ("expand", "repeat")),
                 )
                 return replace(result, evidence=receiver.evidence, loss=receiver.loss)
+        if receiver.kind is Kind.TENSOR and receiver.grad is not Grad.UNKNOWN:
+            # Any other tensor method: attached in, attached out (`zeros.scatter_add(1, i, h)`,
+            # `x.index_add(0, i, h)`); the methods whose results carry no graph leave above.
+            inputs = receiver.grad.combine(joined_grad(args)) if args else receiver.grad
+            return self.tensor_result(inputs, grad)
+        if receiver.kind is Kind.CLASS and method == "apply":
+            # `MyFunction.apply(x)`: the analysis answers for the file's autograd Functions.
+            return self.call_value(node, receiver, args, grad, method)
         if receiver.kind is Kind.MODULE and method == "forward":
             return self.tensor_result(Grad.ATTACHED, grad)
         if receiver.kind is Kind.DICT and receiver.element is not None:
@@ -596,7 +651,7 @@ def _dict_view(method: str, receiver: Value, args: list[Value]) -> Value | None:
     return None
 
 
-def _joined_grad(values: list[Value]) -> Grad:
+def joined_grad(values: list[Value]) -> Grad:
     result = Grad.FREE
     for value in values:
         if value.kind in (Kind.MODULE, Kind.CRITERION, Kind.OPTIMIZER, Kind.FUNCTION):

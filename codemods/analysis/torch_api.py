@@ -211,10 +211,46 @@ GRAPH_LEAVING_METHODS = frozenset(
         "gt",
         "ge",
         "nonzero",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "any",
+        "all",
+        "equal",
+        "argsort",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+        "bernoulli",
+        "multinomial",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "is_contiguous",
+        "is_floating_point",
+        "data_ptr",
+        "stride",
+        "element_size",
     }
 )
-# ...of those, the ones that return Python numbers.
-TO_PYTHON_METHODS = frozenset({"item", "tolist", "size", "dim", "numel"})
+# ...of those, the ones that return Python values.
+TO_PYTHON_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "size",
+        "dim",
+        "numel",
+        "equal",
+        "is_contiguous",
+        "is_floating_point",
+        "data_ptr",
+        "stride",
+        "element_size",
+    }
+)
 
 # torch.* factories: fresh tensors with no history (unless requires_grad=True is passed).
 TENSOR_FACTORIES = frozenset(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from codemods.analysis import torch_api
 from codemods.analysis.imports import dotted_name
+from codemods.analysis.values import Kind
 
 if TYPE_CHECKING:
     from codemods.analysis import FileAnalysis
@@ -33,9 +34,11 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 def is_optimizer_step(call: ast.Call) -> bool:
     """`optimizer.step()`, `opt_g.step()`, `scaler.step(opt)`: a parameter update."""
     func = call.func
-    if not isinstance(func, ast.Attribute) or func.attr != "step":
-        return False
-    name = (dotted_name(func.value) or "").rsplit(".", 1)[-1]
+    return isinstance(func, ast.Attribute) and func.attr == "step" and _named_optimizer(func.value)
+
+
+def _named_optimizer(receiver: ast.expr) -> bool:
+    name = (dotted_name(receiver) or "").rsplit(".", 1)[-1]
     return bool(torch_api.STEPPER_NAME.search(name)) and not torch_api.SCHEDULER_NAME.search(name)
 
 
@@ -53,13 +56,66 @@ def is_training_step(call: ast.Call) -> bool:
     return False
 
 
+# Optimizer methods that leave the parameters as they are.
+_OPTIMIZER_READS = frozenset({"zero_grad", "state_dict", "add_param_group"})
+
+
+def _writes_in_place(call: ast.Call) -> bool:
+    """`x.add_(...)`, `x.copy_(...)`: an in-place tensor method on anything but a gradient
+    (`p.grad.zero_()` changes no weight a graph saved)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    method = func.attr
+    in_place = method.endswith("_") and not method.startswith("_") and method != "requires_grad_"
+    gradient = isinstance(func.value, ast.Attribute) and func.value.attr == "grad"
+    return in_place and not gradient
+
+
 class TrainingSteps:
-    """Which loops and functions of one file reach a training step (memoised per function)."""
+    """Which loops and functions of one file reach a training step, and which calls may
+    update parameters (memoised per function)."""
 
     def __init__(self, analysis: FileAnalysis) -> None:
         self._analysis = analysis
         self._reaches: dict[Function, bool] = {}
         self._loop_reaches: dict[Loop, bool] = {}
+        self._updates: dict[Function, bool] = {}
+
+    def may_update_parameters(self, call: ast.Call) -> bool:
+        """Whether `call` may change weights in place: any method of an optimizer but the
+        ones that only read it (a two-step optimizer's `first_step()`, as SAM has), a
+        `step` of something named like an optimizer, or a function or method of the file
+        that writes a tensor in place or makes such a call."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            receiver = self._analysis.value_of(func.value)
+            if receiver.kind is Kind.OPTIMIZER and func.attr not in _OPTIMIZER_READS:
+                return True
+            if func.attr.endswith("step") and _named_optimizer(func.value):
+                return True  # `opt.first_step()`: a name is only a hint, but this lowers a tier
+        scope = self._analysis.scope_of(call)
+        return any(self._function_updates(f, frozenset()) for f in self._callees(call, scope))
+
+    def _function_updates(self, function: Function, seen: frozenset[ast.AST]) -> bool:
+        known = self._updates.get(function)
+        if known is not None:
+            return known
+        if function in seen:
+            return False
+        result = False
+        for inner in self._analysis.descendants(function):
+            if type(inner) is not ast.Call:
+                continue
+            if _writes_in_place(inner) or is_optimizer_step(inner):  # type: ignore[arg-type]
+                result = True
+                break
+            callees = self._callees(inner, function)  # type: ignore[arg-type]
+            if any(self._function_updates(f, seen | {function}) for f in callees):
+                result = True
+                break
+        self._updates[function] = result
+        return result
 
     @cached_property
     def _methods_by_name(self) -> dict[str, list[Function]]:

@@ -268,16 +268,20 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     if not accumulation.stores_reference and not analysis.grad_enabled(statement):
         return None  # arithmetic under no_grad records no graph
     operand = analysis.value_of(accumulation.operand)
-    if not operand.grad.attached or not (operand.loss or operand.scalar):
-        return None  # not attached, or a stored tensor rather than a loss: GF002's concern
+    if not operand.grad.attached:
+        return None
+    initial = _initial_value(analysis, accumulation)
+    if initial is None:
+        return None  # not carried across iterations
+    if not (operand.loss or operand.scalar or _holds_numbers(initial)):
+        # A tensor kept in a tensor or container: GF002's concern. A running total that
+        # starts as a Python number is a statistic, whatever the shape of what it adds.
+        return None
     atoms = analysis.attached_operands(
         accumulation.operand, lambda part: part is accumulation.exclude
     )
     if atoms and all(_is_parameter(analysis, atom) for atom in atoms):
         return None  # attached only through its callers: fixed where they pass it in
-    initial = _initial_value(analysis, accumulation)
-    if initial is None:
-        return None  # not carried across iterations
     uses = _uses(analysis, accumulation)
     if Use.DIFFERENTIATED in uses:
         return None  # gradient accumulation on purpose

@@ -63,7 +63,6 @@ from codemods.analysis.provenance import (
     walk,
 )
 from codemods.analysis.torch_api import at_word_starts
-from codemods.analysis.training import is_optimizer_step
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling
@@ -276,9 +275,14 @@ def _may_be_tensor(analysis: FileAnalysis, node: ast.expr) -> bool:
     custom autograd Function and `dist_autograd.backward(...)` are no tensor's backward."""
     if analysis.qualified_name(node) is not None:
         return False
-    if analysis.value_of(node).kind not in (Kind.TENSOR, Kind.UNKNOWN):
-        return False
-    return not (isinstance(node, ast.Name) and node.id[:1].isupper())
+    kind = analysis.value_of(node).kind
+    if kind is not Kind.UNKNOWN:
+        return kind is Kind.TENSOR
+    # A capitalised name nothing in the file assigns is likely a class from elsewhere; one the
+    # file binds (`D_loss = ...`, `X, Y = batch`) is a value, whatever its spelling.
+    return not (
+        isinstance(node, ast.Name) and node.id[:1].isupper() and not analysis.assigns(node.id)
+    )
 
 
 def _argument(call: ast.Call, where: tuple[int, str]) -> ast.expr | None:
@@ -323,6 +327,7 @@ class _Checker:
         self.analysis = analysis
         self.provenance = provenance
         self._in_order: list[ast.AST] | None = None
+        self._graphs: dict[tuple[ast.Call, bool], set[Origin]] = {}
 
     def judge(self, site: _Site, later: list[_Site]) -> RuleFinding | None:
         """The finding for `site`, given the backward calls after it in its scope."""
@@ -599,9 +604,19 @@ class _Checker:
 
     def _shared(self, first: _Site, second: _Site) -> _Sharing:
         """What the two calls both backpropagate through."""
-        certain = _graph(self._roots(first), True) & _graph(self._roots(second), True)
-        possible = _graph(self._roots(first), False) & _graph(self._roots(second), False)
+        possible = self._site_graph(first, False) & self._site_graph(second, False)
+        if not possible:
+            return _Sharing(_Verdict.NOTHING)
+        certain = self._site_graph(first, True) & self._site_graph(second, True)
         return self._verdict(first, certain, possible)
+
+    def _site_graph(self, site: _Site, certain_only: bool) -> set[Origin]:
+        """The graph nodes `site` backpropagates through, once per call: every backward
+        after it in the scope is compared with it."""
+        key = (site.call, certain_only)
+        if key not in self._graphs:
+            self._graphs[key] = _graph(self._roots(site), certain_only)
+        return self._graphs[key]
 
     def _shared_across_iterations(self, site: _Site, loop: Loop) -> _Sharing:
         """What two iterations of `loop` running `site` both backpropagate through."""
@@ -723,6 +738,8 @@ class _Checker:
             if isinstance(node, ast.Attribute) and node.attr in _GRADIENT_ATTRIBUTES:
                 return False
             if isinstance(node, _COMPOUND):
+                return False
+            if _updates_parameters(self.analysis, self.provenance, node):
                 return False
         return True
 
@@ -935,8 +952,10 @@ class _Checker:
                 f"{call} and {other} (line {line}) both backpropagate through {shared}, and "
                 f"`{self._code(update)}` (line {self._line(update)}) updates parameters "
                 f"between them: `retain_graph=True` would only turn the {_TWICE_ERROR} error "
-                "into 'modified by an inplace operation' (pytorch/pytorch#39141). Move the "
-                "step after the last backward."
+                "into 'modified by an inplace operation' (pytorch/pytorch#39141). Recompute "
+                "the forward after the update, so that the second loss has a graph of its own "
+                "(a two-step optimizer such as SAM needs exactly that), or move the step after "
+                "the last backward."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         message = (
@@ -1246,10 +1265,11 @@ def _updates_parameters(analysis: FileAnalysis, provenance: Provenance, node: as
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method = node.func.attr
         receiver = node.func.value
-        if method == "step":
-            return analysis.value_of(receiver).kind is Kind.OPTIMIZER or is_optimizer_step(node)
         in_place = method.endswith("_") and not method.startswith("_")
-        return in_place and _is_parameter(analysis, provenance, receiver)
+        if in_place and _is_parameter(analysis, provenance, receiver):
+            return True
+    if isinstance(node, ast.Call):
+        return analysis.training.may_update_parameters(node)
     if isinstance(node, ast.AugAssign):
         return _is_parameter(analysis, provenance, node.target)
     return False

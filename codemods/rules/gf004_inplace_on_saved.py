@@ -34,6 +34,7 @@ saved tensor, at the first write that breaks it.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
@@ -188,6 +189,13 @@ class InplaceOnSaved(Rule):
         yield from _Checker(analysis).findings()
 
 
+@dataclass(frozen=True)
+class _ScopeSteps:
+    ops: list[ast.AST]  # the scope's calls and operators, in program order...
+    op_orders: list[int]  # ...and the program order of each one's statement
+    backward_orders: list[int]  # the program order of its backward statements, sorted
+
+
 class _Checker:
     """One file's writes, judged against what its ops saved."""
 
@@ -199,6 +207,8 @@ class _Checker:
         self._by_scope: dict[ScopeNode, list[ast.AST]] = {}
         self._load_cache: dict[ScopeNode, list[ast.expr]] = {}
         self._backwards: dict[ScopeNode, list[ast.AST]] = {}
+        self._steps: dict[ScopeNode, _ScopeSteps] = {}
+        self._loop_ends: dict[Loop, int] = {}
         # Whether some call of the file passes a literal `True` as `inplace`: a functional
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
@@ -327,9 +337,7 @@ class _Checker:
             if not isinstance(layer, ast.Call) or not isinstance(previous, ast.Call):
                 continue
             flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
-            key = self.analysis.qualified_name(previous.func)
-            op = saved_ops.op_saving(key) if key is not None else None
-            if flag is None or op is None or not op.saves_output_when([True]):
+            if flag is None or not self._saves_its_output(previous):
                 continue
             if not any(self._has_parameters(earlier) for earlier in layers[: position - 1]):
                 continue  # the saving layer's input may not require grad
@@ -339,6 +347,18 @@ class _Checker:
                 f"backward raises {_ERROR}. Use `inplace=False`."
             )
             yield RuleFinding(layer, message, Tier.SAFE, {flag: _false})
+
+    def _saves_its_output(self, layer: ast.Call) -> bool:
+        """A layer whose backward reads its output: the table's ops that save their output
+        (`nn.Tanh()`, `nn.Sigmoid()`), and any activation working in place
+        (`nn.LeakyReLU(0.2, inplace=True)`): its input is gone, so it saves its result.
+        Dropout in place saves only its mask."""
+        key = self.analysis.qualified_name(layer.func)
+        op = saved_ops.op_saving(key) if key is not None else None
+        if op is not None and op.saves_output_when([True]):
+            return True
+        in_place = _flag_argument(layer, key) is not None
+        return in_place and key is not None and "Dropout" not in key
 
     def _has_parameters(self, layer: ast.expr) -> bool:
         if not isinstance(layer, ast.Call):
@@ -487,7 +507,7 @@ class _Checker:
 
     def _input_savers(self, write: _Write, alias: _Alias) -> list[_Saver]:
         savers = []
-        for node in self._op_nodes(self.analysis.scope_of(write.node)):
+        for node in self._candidate_savers(write):
             if not self._saved_until(node, write, alias):
                 continue
             origin = self.provenance.of(node)
@@ -506,6 +526,41 @@ class _Checker:
                     savers.append(_Saver(origin, argument))
         return savers
 
+    def _candidate_savers(self, write: _Write) -> list[ast.AST]:
+        """The ops of the write's scope that may still hold what they saved when it runs:
+        those since the last backward before it, and, when it is in a loop, those after it in
+        that loop (they run before it in the next iteration). A window, not the whole scope,
+        so that a long script of steps costs linear time."""
+        scope = self.analysis.scope_of(write.node)
+        statement = self.provenance.statement_of(write.node)
+        if statement is None:
+            return []
+        steps = self._scope_steps(scope)
+        last = self.provenance.bindings(scope).order[statement]
+        backwards = steps.backward_orders
+        previous = bisect.bisect_left(backwards, last) - 1
+        since = backwards[previous] if previous >= 0 else -1
+        low = bisect.bisect_left(steps.op_orders, since)
+        high = bisect.bisect_right(steps.op_orders, last)
+        candidates = steps.ops[low:high]
+        loops = self.analysis.enclosing_loops(write.node)
+        if loops:
+            outermost = self.provenance.statement_of(loops[-1])
+            if outermost is not None:
+                loop_end = self._last_order_within(scope, loops[-1])
+                after = bisect.bisect_right(steps.op_orders, loop_end)
+                candidates = candidates + steps.ops[high:after]
+        return candidates
+
+    def _last_order_within(self, scope: ScopeNode, loop: Loop) -> int:
+        """The program order of the last statement inside `loop`."""
+        if loop not in self._loop_ends:
+            order = self.provenance.bindings(scope).order
+            self._loop_ends[loop] = max(
+                (order[n] for n in self.analysis.descendants(loop) if n in order), default=-1
+            )
+        return self._loop_ends[loop]
+
     def _saved_until(self, node: ast.AST, write: _Write, alias: _Alias) -> bool:
         """Whether what `node` evaluates (and saves) is still needed when `write` runs: it
         runs before the write, with no backward in between."""
@@ -517,16 +572,32 @@ class _Checker:
         if node_statement is None or write_statement is None:
             return False
         order = self.provenance.bindings(scope).order
-        backwards = [order[b] for b in self._backward_statements(scope)]
+        backwards = self._scope_steps(scope).backward_orders
         first, last = order[node_statement], order[write_statement]
         if first < last or (first == last and self._evaluated_before(node, write)):
-            return not any(first < b < last for b in backwards)
+            between = bisect.bisect_right(backwards, first)
+            return between == len(backwards) or backwards[between] >= last
         loop = self._common_loop(node, write.node)
         if loop is None or evaluated_in(alias.base, loop, self.analysis):
             return False
         # The write runs again in the next iteration, after `node` in this one.
         inside = [b for b in self._backward_statements(scope) if self.analysis.contains(loop, b)]
         return not any(order[b] > first or order[b] < last for b in inside)
+
+    def _scope_steps(self, scope: ScopeNode) -> _ScopeSteps:
+        """The scope's ops and backward statements by program order, for bisection."""
+        steps = self._steps.get(scope)
+        if steps is None:
+            order = self.provenance.bindings(scope).order
+            ops, op_orders = [], []
+            for node in self._op_nodes(scope):
+                statement = self.provenance.statement_of(node)
+                if statement is not None and statement in order:
+                    ops.append(node)
+                    op_orders.append(order[statement])
+            backwards = sorted(order[b] for b in self._backward_statements(scope))
+            steps = self._steps[scope] = _ScopeSteps(ops, op_orders, backwards)
+        return steps
 
     def _evaluated_before(self, node: ast.AST, write: _Write) -> bool:
         """Within one statement: the write's own operands run before it, and so does what
