@@ -17,8 +17,9 @@ Scoring, per case, with every rule selected:
   error, no graph at `probe`) and prints what after.py prints;
 - advised: a fix case whose accepted fix gradfix cannot write (`expect = "report"`) has a
   finding of its rule without a safe fix, whose message names the advice (`advice`);
-- wrong: a safe rewrite whose result raises or prints other numbers than after.py, or any
-  safe rewrite of a look-alike;
+- wrong: a safe rewrite whose result raises another error than the bug's, or runs and prints
+  other numbers than after.py, or any safe rewrite of a look-alike (a result that still raises
+  the bug's own error is incomplete: neither fixed nor wrong);
 - left alone: a look-alike with no finding of any rule.
 """
 
@@ -303,8 +304,11 @@ def score_case(case: ThreadCase, workdir: Path) -> Score:
     fixed_script.write_bytes(result.new_source)
     fixed = run_script(fixed_script, case.probe)
     expected = run_script(case.after, case.probe)
-    if fixed.error is not None:
+    still_broken = case.symptom == "error" and case.error in (fixed.error or "")
+    if fixed.error is not None and not still_broken:
         score.wrong = f"the fixed script raises {fixed.error}"
+    elif still_broken:
+        pass  # a right edit, but not every one the bug needs: not fixed, not wrong
     elif fixed.output != expected.output:
         score.wrong = "the fixed script prints other numbers than after.py"
     else:

@@ -175,6 +175,10 @@ def catalogue() -> None:
     for name in names("sum mean prod norm var std"):
         forms(name)
         forms(name, suffix="[dim]", dim=1)
+    for name in ("norm", "vector_norm"):  # `torch.linalg.norm(x, dim=-1, keepdim=True)`
+        norm = getattr(torch.linalg, name)
+        add(f"torch.linalg.{name}", lambda x, norm=norm: norm(x))
+        add(f"torch.linalg.{name}[dim]", lambda x, norm=norm: norm(x, dim=1, keepdim=True))
     for name in names("logsumexp cumsum cumprod amax amin argmax"):
         forms(name, dim=1)
     for name in ("max", "min"):

@@ -31,6 +31,7 @@ from codemods.analysis.interpreter import (
     Env,
     Interpreter,
     ScopeFacts,
+    backward_holder,
     backward_root,
     joined_grad,
     target_key,
@@ -68,7 +69,9 @@ class FileAnalysis:
         self._call_args: dict[Function, list[list[Value]]] = {}
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
+        self._truncated = 0  # calls answered UNKNOWN for depth or recursion
         self._class_env: dict[str, Env] = {}
+        self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
         self._enclosing_loops: dict[ast.AST, tuple[Loop, ...]] = {}
         # (variable, scope) -> where values stored into it go (`flows.follow_target`)
@@ -398,6 +401,19 @@ class FileAnalysis:
                     calls.setdefault(callee.cls, []).append(node)
         return calls
 
+    def lineage(self, class_name: str) -> list[str]:
+        """The class and the file's own classes it derives from, nearest first."""
+        found: list[str] = []
+        pending = [class_name]
+        while pending:
+            name = pending.pop(0)
+            info = self.index.classes.get(name)
+            if info is None or name in found:
+                continue
+            found.append(name)
+            pending.extend(base.id for base in info.bases if isinstance(base, ast.Name))
+        return found
+
     def is_module_class(self, class_name: str) -> bool:
         return self._derives_from(class_name, _is_module_base)
 
@@ -485,13 +501,26 @@ class FileAnalysis:
             root = backward_root(call.func.value)  # type: ignore[attr-defined]
             if root is not None:
                 by_root.setdefault(root, []).append(call)
+            holder = backward_holder(call.func.value)  # type: ignore[attr-defined]
+            if holder is not None:
+                by_root.setdefault(f"{holder}[]", []).append(call)
         return by_root
 
     def _backward_evidence(self, name: str, assignment: ast.AST) -> str | None:
         """Whether a backward runs on what `assignment` stored into `name`: a call later in
         the same block, before any rebinding of `name`. "scalar" for a plain `.backward()`
-        (which only works on one-element tensors), "tensor" when a gradient is passed."""
-        calls = self._backward_by_root.get(name)
+        (which only works on one-element tensors), "tensor" when a gradient is passed,
+        "element" when it runs on a value `name` holds (`out["loss"].backward()`)."""
+        found = self._backward_after(name, self._backward_by_root.get(name), assignment)
+        if found is None and self._backward_after(
+            name, self._backward_by_root.get(f"{name}[]"), assignment
+        ):
+            return "element"
+        return found
+
+    def _backward_after(
+        self, name: str, calls: list[ast.Call] | None, assignment: ast.AST
+    ) -> str | None:
         if not calls:
             return None
         statement: ast.AST | None = assignment
@@ -518,8 +547,16 @@ class FileAnalysis:
             self._global_lookup(scope),
             self._backward_evidence,
             self.integer_constants,
+            self._member_value,
             grad,
         )
+
+    def _member_value(self, class_name: str, attribute: str) -> Value:
+        for owner in self.lineage(class_name):
+            known = self._class_env.get(owner, {}).get(f"self.{attribute}")
+            if known is not None:
+                return known
+        return UNKNOWN
 
     @cached_property
     def integer_constants(self) -> dict[str, int]:
@@ -556,8 +593,11 @@ class FileAnalysis:
 
         def lookup(name: str) -> Value:
             if name.startswith("self.") and class_info is not None:
-                known = self._class_env.get(class_info.name, {}).get(name)
-                return known if known is not None else UNKNOWN
+                for owner in self.lineage(class_info.name):
+                    known = self._class_env.get(owner, {}).get(name)
+                    if known is not None:
+                        return known
+                return UNKNOWN
             if name in module_env:
                 return module_env[name]
             if name in self.index.functions:
@@ -608,7 +648,10 @@ class FileAnalysis:
             for key, value in facts.final_env.items():
                 if key.startswith("self."):
                     known = class_env.get(key)
-                    class_env[key] = value if known is None or constructor else known.join(value)
+                    new = value if known is None or constructor else known.join(value)
+                    if new != known:
+                        class_env[key] = new
+                        self._class_env_version += 1
 
     def _callers_first(self) -> list[Function]:
         """Functions ordered so that, cycles aside, every caller comes before its callees;
@@ -637,7 +680,8 @@ class FileAnalysis:
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
             for param in receiver:
                 env[param.arg] = Value(Grad.FREE, kind, cls=info.name)
-            env.update(self._class_env.get(info.name, {}))
+            for owner in reversed(self.lineage(info.name)):  # a subclass's binding wins
+                env.update(self._class_env.get(owner, {}))
         calls = self._call_args.get(function, [])
         for position, param in enumerate(params):
             value: Value | None = None
@@ -674,6 +718,8 @@ class FileAnalysis:
             return Value(Grad.FREE, kind, cls=callee.cls)
         function: Function | None
         receiver: Value | None = None
+        if method is None and callee.kind is Kind.OBJECT and callee.cls is not None:
+            method = "__call__"  # `loss_fn(pred, y)` on an instance of the file's own class
         if method is not None:
             info = self.index.classes.get(callee.cls or "")
             function = info.methods.get(method) if info else None
@@ -684,11 +730,15 @@ class FileAnalysis:
             return None
         positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
-        key = (function, receiver, tuple(args), grad)
+        # What a method returns depends on its object's attributes too: a summary made
+        # before the constructor saw its arguments is not reused after.
+        key = (function, receiver, tuple(args), grad, self._class_env_version)
         if key in self._summaries:
             return self._summaries[key]
         if key in self._in_progress or len(self._in_progress) >= _CALL_DEPTH:
+            self._truncated += 1
             return UNKNOWN
+        truncated_before = self._truncated
         self._in_progress.add(key)
         try:
             env = self._parameter_env(function)
@@ -703,7 +753,10 @@ class FileAnalysis:
             result = facts.returned if facts.returned is not None else UNKNOWN
         finally:
             self._in_progress.discard(key)
-        self._summaries[key] = result
+        if self._truncated == truncated_before:
+            # Only a complete answer is kept: one cut short by the depth limit (or a cycle)
+            # would stand for the same call made from a shallower caller.
+            self._summaries[key] = result
         return result
 
 

@@ -243,6 +243,8 @@ class _Follower:
             return self.of_expression(call, depth + 1)  # type: ignore[arg-type]
         if name in torch_api.TO_PYTHON_METHODS or (called and self._no_grad(attribute)):
             return {Use.NEEDS_TENSOR}
+        if called and name in torch_api.GRAPH_LEAVING_METHODS:
+            return {Use.NEEDS_TENSOR}  # `h.detach()`: what goes on carries no graph
         result = call if called else attribute
         return {Use.NEEDS_TENSOR} | self.of_expression(result, depth + 1)  # type: ignore[arg-type]
 
@@ -272,7 +274,8 @@ class _Follower:
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
         if isinstance(func, ast.Attribute) and func.attr in torch_api.LOGGING_METHODS:
-            return set()
+            if head != "torch":  # `logger.log(loss)` logs; `torch.log(p)` computes
+                return set()
         if head == "torch":
             if self._no_grad(call):
                 return {Use.NEEDS_TENSOR}  # computed under `no_grad`: the result has no graph

@@ -309,4 +309,26 @@ _ENTERED = frozenset({ast.Attribute, ast.Call, ast.FunctionDef, ast.AsyncFunctio
 def build_index(tree: ast.Module) -> Index:
     indexer = _Indexer(tree)
     indexer.walk(tree)
+    _inherit_methods(indexer.index.classes)
     return indexer.index
+
+
+def _inherit_methods(classes: dict[str, ClassInfo]) -> None:
+    """Give each class the methods it inherits from the file's own classes (`class
+    GanTrainer(BaseTrainer)` gets `BaseTrainer.__init__` unless it defines one): a call on an
+    instance runs them. `class_of` still names the class that defines each method."""
+    done: set[str] = set()
+
+    def resolve(name: str, seen: frozenset[str]) -> None:
+        if name in done or name in seen:
+            return
+        info = classes[name]
+        for base in info.bases:
+            if isinstance(base, ast.Name) and base.id in classes and base.id != name:
+                resolve(base.id, seen | {name})
+                for method, node in classes[base.id].methods.items():
+                    info.methods.setdefault(method, node)
+        done.add(name)
+
+    for name in classes:
+        resolve(name, frozenset())

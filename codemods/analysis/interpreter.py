@@ -121,6 +121,8 @@ class Interpreter:
         backward_evidence: Callable[[str, ast.stmt], str | None],
         # module names bound once to an integer literal
         integer_constants: Mapping[str, int],
+        # (class of the file, attribute) -> what its instances' `self.<attribute>` holds
+        member_value: Callable[[str, str], Value],
         grad_enabled: bool,
     ) -> None:
         self.qualify = qualify
@@ -128,6 +130,7 @@ class Interpreter:
         self.lookup_global = lookup_global
         self.backward_evidence = backward_evidence
         self.integer_constants = integer_constants
+        self.member_value = member_value
         self.initial_grad_enabled = grad_enabled
         self.facts = ScopeFacts()
 
@@ -265,7 +268,11 @@ class Interpreter:
         if type(node) is ast.AugAssign:
             current = self.value(node.target, env, grad)
             value = self.arithmetic(current, self.value(node.value, env, grad), grad)
-            return self.bind(node.target, value, env)
+            if current.kind is Kind.TENSOR and not grad:
+                # `p -= lr * p.grad` under no_grad works in place: the tensor keeps its
+                # history, and a leaf keeps requiring grad.
+                value = current
+            return self.bind(node.target, value, env, grad)
         if node.value is None:
             return env
         value = self.value(node.value, env, grad)
@@ -273,13 +280,24 @@ class Interpreter:
         for target in targets:
             # Only a tensor's own backward is evidence: `acc.backward(loss)` on an object of
             # the file's own class differentiates `loss`, not `acc`.
-            if (
-                type(target) is ast.Name
-                and value.grad is not Grad.ATTACHED
-                and value.kind in (Kind.TENSOR, Kind.UNKNOWN)
-            ):
+            if type(target) is ast.Name and value.grad is not Grad.ATTACHED:
                 evidence = self.backward_evidence(target.id, node)
-                if evidence:
+                if evidence == "element" and value.kind in _HOLDERS:
+                    # `out["loss"].backward()`, `output.loss.backward()`: one value it holds
+                    # is differentiated; which one the analysis does not track, so what it
+                    # holds is attached by this evidence only (a lower tier).
+                    if value.element in (None, Grad.UNKNOWN):
+                        value = replace(
+                            value,
+                            element=Grad.LIKELY,
+                            element_value=Value(
+                                Grad.LIKELY,
+                                Kind.TENSOR,
+                                loss=True,
+                                evidence=f"a value `{target.id}` holds is backpropagated",
+                            ),
+                        )
+                elif evidence and evidence != "element" and value.kind in _TENSOR_LIKE:
                     value = replace(
                         value,
                         grad=Grad.ATTACHED,
@@ -451,6 +469,10 @@ class Interpreter:
                 return self.tensor_result(base.grad, grad)
             if attr in ("shape", "dtype", "device", "requires_grad", "is_leaf", "data", "grad"):
                 return Value(Grad.FREE)
+        if base.kind in (Kind.MODULE, Kind.OBJECT) and base.cls is not None:
+            return self.member_value(base.cls, attr)  # `self.net.D`, `trainer.meter`
+        if base.kind is Kind.UNKNOWN and base.element is not None:
+            return base.element_read()  # `output.loss` of an output whose loss is differentiated
         return UNKNOWN
 
     def call(self, node: ast.Call, env: Env, grad: bool) -> Value:
@@ -573,6 +595,10 @@ class Interpreter:
         self, node: ast.Call, receiver: Value, args: list[Value], grad: bool
     ) -> Value | None:
         method = node.func.attr  # type: ignore[attr-defined]
+        if receiver.kind is Kind.UNKNOWN and method in ("detach", "item", "tolist"):
+            # Whatever gradfix does not know of the receiver, these leave the graph: only a
+            # tensor (or the file's own class, which is not UNKNOWN) has them.
+            return NUMBER if method != "detach" else FREE_TENSOR
         if receiver.kind in (Kind.TENSOR, Kind.UNKNOWN) and receiver.grad is not Grad.UNKNOWN:
             if method in torch_api.GRAPH_LEAVING_METHODS:
                 if method in torch_api.TO_PYTHON_METHODS:
@@ -587,7 +613,11 @@ class Interpreter:
                     scalar=reducing or (receiver.scalar and method not in ("expand", "repeat")),
                 )
                 return replace(result, evidence=receiver.evidence, loss=receiver.loss)
-        if receiver.kind is Kind.TENSOR and receiver.grad is not Grad.UNKNOWN:
+        if (
+            receiver.kind is Kind.TENSOR
+            and receiver.grad is not Grad.UNKNOWN
+            and torch_api.is_tensor_method(method)
+        ):
             # Any other tensor method: attached in, attached out (`zeros.scatter_add(1, i, h)`,
             # `x.index_add(0, i, h)`); the methods whose results carry no graph leave above.
             inputs = receiver.grad.combine(joined_grad(args)) if args else receiver.grad
@@ -664,6 +694,23 @@ def joined_grad(values: list[Value]) -> Grad:
 
 def _reduction_none(node: ast.Call) -> bool:
     return string_value(keyword_argument(node, "reduction")) == "none"
+
+
+# What a backward's own evidence may make attached: a tensor, or a value gradfix does not know
+# (not an object of the file's own class: `acc.backward(loss)` differentiates `loss`)...
+_TENSOR_LIKE = (Kind.TENSOR, Kind.UNKNOWN)
+# ...and what may hold the value a backward runs on (`out["loss"]`, `output.loss`).
+_HOLDERS = (Kind.DICT, Kind.LIST, Kind.TUPLE, Kind.UNKNOWN)
+
+
+def backward_holder(node: ast.expr) -> str | None:
+    """The name whose value holds what a backward runs on: `out` in `out["loss"].backward()`
+    and in `out.loss.backward()`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        return node.value.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.value.id
+    return None
 
 
 def backward_root(node: ast.expr) -> str | None:

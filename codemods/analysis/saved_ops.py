@@ -184,3 +184,11 @@ def torch_version() -> str:
 def op_keys() -> list[str]:
     """Every op the table knows."""
     return list(_table()[1])
+
+
+@functools.cache
+def tensor_methods() -> frozenset[str]:
+    """The tensor methods the table measured (`Tensor.sum[dim]` counts as `sum`)."""
+    return frozenset(
+        key[len("Tensor.") :].split("[")[0] for key in op_keys() if key.startswith("Tensor.")
+    )

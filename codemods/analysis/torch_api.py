@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from codemods.analysis.saved_ops import tensor_methods
+
 # Contexts and decorators that turn graph recording off, and the one that turns it back on.
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 # The training-step boundary (`training.py`): receivers whose `.step()` updates parameters
@@ -469,3 +471,65 @@ def at_word_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str
         start = match.start()
         if not start or not (text[start - 1].isalnum() or text[start - 1] == "_"):
             yield match
+
+
+# Tensor methods the op table does not list that keep the graph of any input that has one:
+# scatter and index updates, blends, fused arithmetic.
+_MORE_TENSOR_METHODS = frozenset(
+    [
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "index_add",
+        "index_copy",
+        "index_fill",
+        "index_put",
+        "masked_scatter",
+        "masked_select",
+        "lerp",
+        "addcmul",
+        "addcdiv",
+        "addmm",
+        "addmv",
+        "baddbmm",
+        "diff",
+        "kron",
+        "tril",
+        "triu",
+        "diag",
+        "diagonal",
+        "trace",
+        "cross",
+        "cumsum",
+        "logcumsumexp",
+        "renorm",
+        "fmod",
+        "remainder",
+        "hypot",
+        "sinc",
+        "tile",
+        "repeat_interleave",
+        "unfold",
+        "flip",
+        "fliplr",
+        "flipud",
+        "rot90",
+        "take",
+        "take_along_dim",
+        "nan_to_num",
+        "log_sigmoid",
+        "softplus",
+        "erfinv",
+        "exp2",
+        "sigmoid",
+        "clamp_max",
+        "clamp_min",
+    ]
+)
+
+
+def is_tensor_method(name: str) -> bool:
+    """A method of `torch.Tensor` gradfix knows (the table's `Tensor.*`, the graph-keeping
+    list, and the ones above): a method of another name on a value taken for a tensor may
+    be an object's own (`loss.get_loss()` on a library's loss object)."""
+    return name in GRAPH_KEEPING_METHODS or name in _MORE_TENSOR_METHODS or name in tensor_methods()

@@ -273,9 +273,12 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     initial = _initial_value(analysis, accumulation)
     if initial is None:
         return None  # not carried across iterations
-    if not (operand.loss or operand.scalar or _holds_numbers(initial)):
-        # A tensor kept in a tensor or container: GF002's concern. A running total that
-        # starts as a Python number is a statistic, whatever the shape of what it adds.
+    if not (operand.loss or operand.scalar or initial.kind is Kind.NUMBER) and (
+        accumulation.stores_reference or not _across_training_steps(analysis, statement)
+    ):
+        # A tensor kept in a list or an object: GF002's concern. A running total that starts
+        # as a Python number, or a sum kept across training steps, is a statistic whatever
+        # the shape of what it adds.
         return None
     atoms = analysis.attached_operands(
         accumulation.operand, lambda part: part is accumulation.exclude
@@ -322,6 +325,14 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     return RuleFinding(statement, message, tier, replacements)
 
 
+def _across_training_steps(analysis: FileAnalysis, statement: ast.stmt) -> bool:
+    """Whether a loop around `statement` runs a training step, or is an epoch over batches."""
+    return any(
+        analysis.loop_reaches_step(loop) or iterates_batches(analysis, loop)
+        for loop in analysis.enclosing_loops(statement)
+    )
+
+
 def _sums_a_training_loss(
     analysis: FileAnalysis, accumulation: _Accumulation, operand: Value, uses: set[Use]
 ) -> bool:
@@ -333,7 +344,7 @@ def _sums_a_training_loss(
     if local and in_forward(analysis, statement):
         return True
     loops = analysis.enclosing_loops(statement)
-    if any(analysis.loop_reaches_step(loop) or iterates_batches(analysis, loop) for loop in loops):
+    if _across_training_steps(analysis, statement):
         return False  # an epoch: each step's graph should be gone by the next
     handed_on = bool(uses & {Use.RETURNED_UNSEEN, Use.UNKNOWN_CONSUMER})
     # Outside an epoch, a loss attached by convention only (inputs gradfix cannot trace, as

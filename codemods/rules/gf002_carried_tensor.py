@@ -718,6 +718,8 @@ def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
             return False
         if statement is carry.store:
             return True
+        if _carries_no_graph(analysis.value_of(statement.value)):
+            return False  # `states = detach(states)`: the chain is cut here
         names = [t for t in statement.targets if isinstance(t, ast.Name)]
         if len(names) != 1:
             return False
@@ -732,6 +734,14 @@ def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
             return False
         node = later[0]
     return False
+
+
+def _carries_no_graph(value: Value) -> bool:
+    return (
+        value.grad is Grad.FREE
+        and value.element in (None, Grad.FREE)
+        and (value.parts is None or all(_carries_no_graph(part) for part in value.parts))
+    )
 
 
 def _repeats_with_backward(analysis: FileAnalysis, carry: _Carry) -> bool:
