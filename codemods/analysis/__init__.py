@@ -421,6 +421,9 @@ class FileAnalysis:
         """A class of the file that subclasses a torch optimizer (`class SAM(Optimizer)`)."""
         return self._derives_from(class_name, _is_optimizer_base)
 
+    def _is_named_tuple(self, class_name: str) -> bool:
+        return self._derives_from(class_name, _is_named_tuple_base)
+
     def instance_kind(self, class_name: str) -> Kind:
         """What an instance of the file's own class is: a module, an optimizer, an object."""
         if self.is_module_class(class_name):
@@ -709,6 +712,13 @@ class FileAnalysis:
                 return None
             inputs = joined_grad(args)  # attached in, attached out
             return Value(inputs if grad else Grad.FREE, Kind.TENSOR)
+        if (
+            callee.kind is Kind.CLASS
+            and callee.cls is not None
+            and self._is_named_tuple(callee.cls)
+        ):
+            # `LIFState(z=z, v=v, i=i)`: a tuple of what it is given, that knows its class
+            return Value(Grad.FREE, Kind.TUPLE, element=joined_grad(args), cls=callee.cls)
         if callee.kind is Kind.CLASS and callee.cls is not None:
             kind = self.instance_kind(callee.cls)
             init = self.index.classes[callee.cls].methods.get("__init__")
@@ -833,3 +843,7 @@ def _is_static(function: Function) -> bool:
 
 def _is_classmethod(function: Function) -> bool:
     return any(dotted_name(d) == "classmethod" for d in function.decorator_list)
+
+
+def _is_named_tuple_base(name: str | None) -> bool:
+    return name in ("typing.NamedTuple", "typing_extensions.NamedTuple")

@@ -273,9 +273,9 @@ class _Follower:
             return set()  # `zip(d, ...)`, `enumerate(d)`: iterating a dict gives its keys
         if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
             return self.of_expression(call, depth + 1)
-        if isinstance(func, ast.Attribute) and func.attr in torch_api.LOGGING_METHODS:
-            if head != "torch":  # `logger.log(loss)` logs; `torch.log(p)` computes
-                return set()
+        logging = isinstance(func, ast.Attribute) and func.attr in torch_api.LOGGING_METHODS
+        if logging and head != "torch":  # `logger.log(loss)` logs; `torch.log(p)` computes
+            return set()
         if head == "torch":
             if self._no_grad(call):
                 return {Use.NEEDS_TENSOR}  # computed under `no_grad`: the result has no graph

@@ -469,8 +469,22 @@ class Interpreter:
                 return self.tensor_result(base.grad, grad)
             if attr in ("shape", "dtype", "device", "requires_grad", "is_leaf", "data", "grad"):
                 return Value(Grad.FREE)
+            if base.grad is Grad.ATTACHED and not torch_api.is_tensor_method(attr):
+                # `outputs.loss` of a model's output: no tensor has that attribute, so the
+                # output is an object whose fields come from the forward (a lower tier).
+                return Value(
+                    Grad.LIKELY,
+                    Kind.TENSOR,
+                    loss=attr == "loss",
+                    evidence=f"it is a field of an output computed in the graph (`.{attr}`)",
+                )
         if base.kind in (Kind.MODULE, Kind.OBJECT) and base.cls is not None:
-            return self.member_value(base.cls, attr)  # `self.net.D`, `trainer.meter`
+            member = self.member_value(base.cls, attr)  # `self.net.D`, `trainer.meter`
+            if member.kind is Kind.UNKNOWN and base.element is not None:
+                return base.element_read()  # a field of an output whose loss is backpropagated
+            return member
+        if base.kind is Kind.TUPLE and base.cls is not None and base.element is not None:
+            return base.element_read()  # `state.v` of a NamedTuple of tensors
         if base.kind is Kind.UNKNOWN and base.element is not None:
             return base.element_read()  # `output.loss` of an output whose loss is differentiated
         return UNKNOWN
@@ -700,7 +714,7 @@ def _reduction_none(node: ast.Call) -> bool:
 # (not an object of the file's own class: `acc.backward(loss)` differentiates `loss`)...
 _TENSOR_LIKE = (Kind.TENSOR, Kind.UNKNOWN)
 # ...and what may hold the value a backward runs on (`out["loss"]`, `output.loss`).
-_HOLDERS = (Kind.DICT, Kind.LIST, Kind.TUPLE, Kind.UNKNOWN)
+_HOLDERS = (Kind.DICT, Kind.LIST, Kind.TUPLE, Kind.OBJECT, Kind.UNKNOWN)
 
 
 def backward_holder(node: ast.expr) -> str | None:

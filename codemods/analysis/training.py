@@ -11,7 +11,7 @@ directly, or through the file's own functions and methods that the body calls.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -60,6 +60,10 @@ def is_training_step(call: ast.Call) -> bool:
 _OPTIMIZER_READS = frozenset({"zero_grad", "state_dict", "add_param_group"})
 
 
+def _updates_in_place(call: ast.Call) -> bool:
+    return _writes_in_place(call) or is_optimizer_step(call)
+
+
 def _writes_in_place(call: ast.Call) -> bool:
     """`x.add_(...)`, `x.copy_(...)`: an in-place tensor method on anything but a gradient
     (`p.grad.zero_()` changes no weight a graph saved)."""
@@ -95,27 +99,10 @@ class TrainingSteps:
             if func.attr.endswith("step") and _named_optimizer(func.value):
                 return True  # `opt.first_step()`: a name is only a hint, but this lowers a tier
         scope = self._analysis.scope_of(call)
-        return any(self._function_updates(f, frozenset()) for f in self._callees(call, scope))
-
-    def _function_updates(self, function: Function, seen: frozenset[ast.AST]) -> bool:
-        known = self._updates.get(function)
-        if known is not None:
-            return known
-        if function in seen:
-            return False
-        result = False
-        for inner in self._analysis.descendants(function):
-            if type(inner) is not ast.Call:
-                continue
-            if _writes_in_place(inner) or is_optimizer_step(inner):  # type: ignore[arg-type]
-                result = True
-                break
-            callees = self._callees(inner, function)  # type: ignore[arg-type]
-            if any(self._function_updates(f, seen | {function}) for f in callees):
-                result = True
-                break
-        self._updates[function] = result
-        return result
+        return any(
+            self._function_does(f, self._updates, _updates_in_place, frozenset())
+            for f in self._callees(call, scope)
+        )
 
     @cached_property
     def _methods_by_name(self) -> dict[str, list[Function]]:
@@ -130,36 +117,53 @@ class TrainingSteps:
         answered once per loop (rules ask it for every statement in the loop)."""
         known = self._loop_reaches.get(loop)
         if known is None:
-            known = self._loop_reaches[loop] = self._reaches_in(loop.body, scope, frozenset())
+            known = self._loop_reaches[loop] = self._calls_do(
+                loop.body, scope, self._reaches, self._is_step, frozenset()
+            )
         return known
 
     def function_reaches_step(self, function: Function) -> bool:
-        return self._function_reaches(function, frozenset())
+        return self._function_does(function, self._reaches, self._is_step, frozenset())
 
-    def _function_reaches(self, function: Function, seen: frozenset[ast.AST]) -> bool:
-        known = self._reaches.get(function)
+    def _is_step(self, call: ast.Call) -> bool:
+        qualified = self._analysis.qualified_name(call.func)
+        return is_training_step(call) or qualified in torch_api.AUTOGRAD_FUNCTIONS
+
+    def _function_does(
+        self,
+        function: Function,
+        memo: dict[Function, bool],
+        direct: Callable[[ast.Call], bool],
+        seen: frozenset[ast.AST],
+    ) -> bool:
+        """Whether `function` makes a call `direct` accepts, itself or through the file's own
+        functions it calls (memoised in `memo`)."""
+        known = memo.get(function)
         if known is not None:
             return known
         if function in seen:
             return False
-        result = self._reaches_in(function.body, function, seen | {function})
-        self._reaches[function] = result
+        result = self._calls_do(function.body, function, memo, direct, seen | {function})
+        memo[function] = result
         return result
 
-    def _reaches_in(
-        self, body: Sequence[ast.stmt], scope: ast.AST, seen: frozenset[ast.AST]
+    def _calls_do(
+        self,
+        body: Sequence[ast.stmt],
+        scope: ast.AST,
+        memo: dict[Function, bool],
+        direct: Callable[[ast.Call], bool],
+        seen: frozenset[ast.AST],
     ) -> bool:
-        """Whether a statement of `body` (a block: a loop's or a function's body) reaches one."""
+        """Whether a statement of `body` (a loop's or a function's) makes such a call."""
         for statement in body:
             for inner in self._analysis.descendants(statement):
                 if type(inner) is not ast.Call:
                     continue
-                if is_training_step(inner) or (  # type: ignore[arg-type]
-                    self._analysis.qualified_name(inner.func) in torch_api.AUTOGRAD_FUNCTIONS  # type: ignore[attr-defined]
-                ):
+                if direct(inner):  # type: ignore[arg-type]
                     return True
                 for callee in self._callees(inner, scope):  # type: ignore[arg-type]
-                    if self._function_reaches(callee, seen):
+                    if self._function_does(callee, memo, direct, seen):
                         return True
         return False
 

@@ -166,7 +166,13 @@ def _call_accumulations(
     ):
         return
     if func.attr == "append":
-        yield _Accumulation(statement, func.value, call.args[0], stores_reference=True)
+        item = call.args[0]
+        # `history.append({"step": i, "loss": loss})`, `.append((i, loss))`: what a literal
+        # holds is appended with it.
+        parts = item.values if isinstance(item, ast.Dict) else getattr(item, "elts", [item])
+        for part in parts if isinstance(item, (ast.Dict, ast.Tuple, ast.List)) else [item]:
+            if not isinstance(part, ast.Starred):
+                yield _Accumulation(statement, func.value, part, stores_reference=True)
         return
     receiver = analysis.value_of(func.value)
     if (
@@ -246,10 +252,10 @@ def _self_attribute_storing(analysis: FileAnalysis, occurrence: ast.Name) -> str
         if (
             isinstance(node, ast.BinOp)
             and type(node.op) is ast.Add
-            and isinstance(target, ast.Subscript)
+            and isinstance(target, (ast.Subscript, ast.Attribute))
             and any(_reads_accumulator(analysis, target, side) for side in (node.left, node.right))
         ):
-            store = target
+            store = target  # `self.sum = self.sum + val * n`, `self.x[k] = self.x.get(k, 0) + v`
     elif (
         isinstance(parent, ast.Call)
         and parent.args

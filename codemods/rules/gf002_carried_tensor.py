@@ -38,7 +38,8 @@ Rewrites with `.detach()` where the value is carried, always on the finding's ow
 on the stored operand when nothing in the same iteration reads the stored value afterwards
 (`prev = out.detach()`, the graph-attached operand of an EMA update), otherwise on the read
 that takes it into the next iteration (`model(x, hidden.detach())`), element-wise for `(h, c)`
-tuples, through the file's own `repackage_hidden`-style helper when it has one, and guarded
+tuples (a NamedTuple keeps its class: `State(*(s.detach() for s in state))`), through the
+file's own `repackage_hidden`-style helper when it has one, and guarded
 (`None if h is None else h.detach()`) when the state starts as `None`. A value stored
 only under a condition and read after it in the same step (kept once: `if self.x is None:
 self.x = losses`) is detached at the store, unsafe when that step differentiates through
@@ -671,7 +672,11 @@ def _carry_finding(
 
 
 def _inside(analysis: FileAnalysis, carry: _Carry, node: ast.AST) -> bool:
+    """Whether the backward `node`, which a carried read flows to, runs within an iteration:
+    in the loop, or in a function the loop calls (a `train_step(model, ..., state)` helper)."""
     if carry.loop is not None:
+        if analysis.scope_of(node) is not analysis.scope_of(carry.store):
+            return analysis.loop_reaches_step(carry.loop)
         return analysis.contains(carry.loop, node)
     return analysis.scope_of(node) is analysis.scope_of(carry.store) or _called_per_step(
         analysis, carry
@@ -788,6 +793,8 @@ def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Re
     if entry.kind is not state and not may_be_none and not initialised:
         return None  # the first iteration reads a value of another shape, or an unknown one
     helper = _detach_helper(analysis)
+    stored = _stored_value(analysis, carry)
+    named = stored.cls if stored.kind is Kind.TUPLE else None
     replacements: dict[ast.AST, Rewrite] = {}
     shown: list[str] = []
     for read in reads:
@@ -799,9 +806,14 @@ def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Re
         elif state is Kind.TENSOR:
             detached = _detached
             text = f"{code}.detach()"
+        elif named is not None:  # a NamedTuple of tensors keeps its class
+            detached = _detached_named(named)
+            name = _element_name(analysis.code_of(read))
+            text = f"{named}(*({name}.detach() for {name} in {analysis.code_of(read)}))"
         else:
             detached = _detached_tuple
-            text = f"tuple(s.detach() for s in {analysis.code_of(read)})"
+            name = _element_name(analysis.code_of(read))
+            text = f"tuple({name}.detach() for {name} in {analysis.code_of(read)})"
         # The first iteration reads the initial `None`: detach only what a step made.
         if may_be_none:
             replacements[read] = _unless_none(detached)
@@ -1242,9 +1254,14 @@ def _through_helper(helper: str) -> Rewrite:
     return rewrite
 
 
+def _element_name(code: str) -> str:
+    """The generator's variable: `s`, unless the detached expression already uses `s`."""
+    return "part" if re.search(r"\bs\b", code) else "s"
+
+
 def _detached_tuple(expression: cst.CSTNode) -> cst.CSTNode:
     """`tuple(s.detach() for s in hidden)`: element-wise for an `(h, c)` state."""
-    element = cst.Name("s")
+    element = cst.Name(_element_name(cst.Module([]).code_for_node(expression)))
     return cst.Call(
         func=cst.Name("tuple"),
         args=[
@@ -1258,6 +1275,23 @@ def _detached_tuple(expression: cst.CSTNode) -> cst.CSTNode:
             )
         ],
     )
+
+
+def _detached_named(class_name: str) -> Rewrite:
+    """`LIFState(*(s.detach() for s in state))`: element-wise, keeping the NamedTuple."""
+
+    def rewrite(expression: cst.CSTNode) -> cst.CSTNode:
+        parts = _detached_tuple(expression).args[0].value  # type: ignore[attr-defined]
+        return cst.Call(
+            func=cst.Name(class_name),
+            args=[
+                cst.Arg(
+                    parts.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]), star="*"
+                )
+            ],
+        )
+
+    return rewrite
 
 
 def _unless_none(detached: Rewrite) -> Rewrite:

@@ -12,10 +12,12 @@ attached operation evaluated once for both, and the op table (or, for what it do
 "a module with parameters saves, a loss saves its input") says that operation saves tensors;
 a common part made only of ops that save nothing (add, sum, views, cat, ...) is no finding, nor
 are separate forwards. Common parts gradfix is unsure of (an op missing from the table, a
-branch, a call it cannot see into) are reported, never rewritten. So is an `optimizer.step()`,
-`scaler.step()` or in-place parameter update between the calls: retaining the graph there turns
-the error into the in-place error (pytorch/pytorch#39141); the step belongs after the last
-backward. Earlier calls with `retain_graph` or `create_graph` already given are left alone.
+branch, a call it cannot see into) are reported, never rewritten. So is any call between the
+two backward passes that may update parameters in place (`training.may_update_parameters`: an
+optimizer's `step()` or `first_step()`, a function of the file that writes tensors in place):
+retaining the graph there turns the error into the in-place error (pytorch/pytorch#39141); the
+second loss must be recomputed after the update, or the step moved after the last backward.
+Earlier calls with `retain_graph` or `create_graph` already given are left alone.
 
 A GAN discriminator loss on the generator's undetached output is rewritten to read
 `fake.detach()` instead, when that provably gives the same update (`_detach_instead`): the
@@ -188,9 +190,11 @@ class SharedGraphBackward(Rule):
         "both methods named: `self.fake_B.detach()` in the discriminator's loss is the usual "
         "fix. So is a backward inside a function or a loss object's `__call__` followed by "
         "one in its caller through what the caller passed it.\n\n"
-        "Reported, not rewritten: an `optimizer.step()`, `scaler.step()` or in-place parameter "
-        "update between the calls (retaining would turn the error into 'modified by an "
-        "inplace operation', pytorch/pytorch#39141: move the step after the last backward), "
+        "Reported, not rewritten: any call between the two passes that may update "
+        "parameters in place, an `optimizer.step()`, a two-step optimizer's `first_step()` "
+        "(SAM), a function of the file that writes tensors in place (retaining would turn "
+        "the error into 'modified by an inplace operation', pytorch/pytorch#39141: recompute "
+        "the second loss after the update, or move the step after the last backward), "
         "and shared parts gradfix cannot prove save tensors (an op missing from its table, a "
         "call it cannot follow). Left alone: separate forwards, shared parts made only of ops "
         "that save nothing (add, sum, mean, views, cat, clone), calls that already pass "
@@ -953,9 +957,10 @@ class _Checker:
                 f"`{self._code(update)}` (line {self._line(update)}) updates parameters "
                 f"between them: `retain_graph=True` would only turn the {_TWICE_ERROR} error "
                 "into 'modified by an inplace operation' (pytorch/pytorch#39141). Recompute "
-                "the forward after the update, so that the second loss has a graph of its own "
-                "(a two-step optimizer such as SAM needs exactly that), or move the step after "
-                "the last backward."
+                "what the second loss needs after the update, so that it has a graph of its "
+                "own (in a GAN, the discriminator's loss from `D(fake.detach())`; with a "
+                "two-step optimizer such as SAM, a fresh forward), or move the step after the "
+                "last backward."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         message = (
@@ -1002,8 +1007,8 @@ class _Checker:
             message = (
                 f"{repeated} `{self._code(update)}` (line {self._line(update)}) updates "
                 "parameters between iterations, so retaining the graph would fail with "
-                "'modified by an inplace operation' instead (pytorch/pytorch#39141): compute "
-                "the shared part inside the loop, or move the step after it."
+                "'modified by an inplace operation' instead (pytorch/pytorch#39141): "
+                "recompute the shared part inside the loop, or move the step after it."
             )
             return RuleFinding(site.call, message, Tier.REPORT)
         # Built before an outer loop too: retaining must then span that loop's iterations.
