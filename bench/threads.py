@@ -42,6 +42,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from codemods.findings import Tier  # noqa: E402
 from codemods.pipeline import RunOptions, SourceResult, process_source  # noqa: E402
 
 THREADS = ROOT / "bench" / "threads"
@@ -256,7 +257,6 @@ class Score:
     findings: list[str] = field(default_factory=list)  # "RULE:LINE:TIER message"
     detected: bool = False
     at_line: bool = False
-    rewritten: bool = False
     fixed: bool = False
     advised: bool = False
     wrong: str | None = None
@@ -279,10 +279,7 @@ def score_case(case: ThreadCase, workdir: Path) -> Score:
         score.wrong = f"gradfix error: {result.error}"
         return score
     ours = [f for f in result.findings if f.rule == case.rule]
-    score.findings = [
-        f"{f.rule}:{f.line}:{getattr(f.tier, 'value', f.tier)} {f.message}" for f in result.findings
-    ]
-    safe = {"safe"}
+    score.findings = [f"{f.rule}:{f.line}:{f.tier.value} {f.message}" for f in result.findings]
     if case.kind == "leave":
         score.left_alone = not result.findings
         if result.new_source is not None and result.new_source != source:
@@ -292,23 +289,21 @@ def score_case(case: ThreadCase, workdir: Path) -> Score:
     score.at_line = any(f.line in case.fix_lines for f in ours)
     phrases = ADVICE.get(case.advice or "", ())
     score.advised = any(
-        getattr(f.tier, "value", f.tier) not in safe
-        and any(phrase in f.message.lower() for phrase in phrases)
+        f.tier is not Tier.SAFE and any(phrase in f.message.lower() for phrase in phrases)
         for f in ours
     )
     if result.new_source is None or result.new_source == source:
         return score
-    score.rewritten = True
     fixed_script = workdir / case.rule / case.directory.name / "before.py"
     fixed_script.parent.mkdir(parents=True, exist_ok=True)
     fixed_script.write_bytes(result.new_source)
     fixed = run_script(fixed_script, case.probe)
     expected = run_script(case.after, case.probe)
-    still_broken = case.symptom == "error" and case.error in (fixed.error or "")
-    if fixed.error is not None and not still_broken:
-        score.wrong = f"the fixed script raises {fixed.error}"
-    elif still_broken:
-        pass  # a right edit, but not every one the bug needs: not fixed, not wrong
+    if fixed.error is not None:
+        # Still the bug's own error: a right edit, but not every one the bug needs.
+        still_broken = case.symptom == "error" and case.error in fixed.error
+        if not still_broken:
+            score.wrong = f"the fixed script raises {fixed.error}"
     elif fixed.output != expected.output:
         score.wrong = "the fixed script prints other numbers than after.py"
     else:

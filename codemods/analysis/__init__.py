@@ -322,7 +322,11 @@ class FileAnalysis:
 
     def assigns(self, name: str) -> bool:
         """Whether some scope of the file stores into the variable `name`."""
-        return any(
+        return self._stores(name) > 0
+
+    def _stores(self, name: str) -> int:
+        """How many times the file's scopes store into the variable `name`."""
+        return sum(
             type(node.ctx) is ast.Store
             for names in self.index.names.values()
             for node in names.get(name, ())
@@ -430,23 +434,14 @@ class FileAnalysis:
             return Kind.MODULE
         return Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
 
-    def _derives_from(
-        self,
-        class_name: str,
-        is_base: Callable[[str | None], bool],
-        seen: frozenset[str] = frozenset(),
-    ) -> bool:
-        info = self.index.classes.get(class_name)
-        if info is None or class_name in seen:
-            return False
-        for base in info.bases:
-            if is_base(self.qualified_name(base)):
-                return True
-            if isinstance(base, ast.Name) and self._derives_from(
-                base.id, is_base, seen | {class_name}
-            ):
-                return True
-        return False
+    def _derives_from(self, class_name: str, is_base: Callable[[str | None], bool]) -> bool:
+        """Whether the class, or one of the file's classes it derives from, names a base
+        `is_base` accepts (`torch.nn.Module`, `torch.optim.Optimizer`, ...)."""
+        return any(
+            is_base(self.qualified_name(base))
+            for owner in self.lineage(class_name)
+            for base in self.index.classes[owner].bases
+        )
 
     def function_named(self, callee: Value) -> Function | None:
         if callee.kind is Kind.FUNCTION and callee.cls is not None:
@@ -579,16 +574,7 @@ class FileAnalysis:
                     and type(literal.value) is int
                 ):
                     constants[name.id] = literal.value
-        return {
-            name: number
-            for name, number in constants.items()
-            if sum(
-                type(n.ctx) is ast.Store
-                for names in self.index.names.values()
-                for n in names.get(name, ())
-            )
-            == 1
-        }
+        return {name: number for name, number in constants.items() if self._stores(name) == 1}
 
     def _global_lookup(self, scope: ScopeNode):
         module_env = self.facts[self.module].final_env if self.module in self.facts else {}

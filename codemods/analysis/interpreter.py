@@ -475,7 +475,6 @@ class Interpreter:
                 return Value(
                     Grad.LIKELY,
                     Kind.TENSOR,
-                    loss=attr == "loss",
                     evidence=f"it is a field of an output computed in the graph (`.{attr}`)",
                 )
         if base.kind in (Kind.MODULE, Kind.OBJECT) and base.cls is not None:
@@ -609,10 +608,10 @@ class Interpreter:
         self, node: ast.Call, receiver: Value, args: list[Value], grad: bool
     ) -> Value | None:
         method = node.func.attr  # type: ignore[attr-defined]
-        if receiver.kind is Kind.UNKNOWN and method in ("detach", "item", "tolist"):
+        if receiver.kind is Kind.UNKNOWN and method in _LEAVE_ON_ANY_RECEIVER:
             # Whatever gradfix does not know of the receiver, these leave the graph: only a
             # tensor (or the file's own class, which is not UNKNOWN) has them.
-            return NUMBER if method != "detach" else FREE_TENSOR
+            return FREE_TENSOR if method == "detach" else NUMBER
         if receiver.kind in (Kind.TENSOR, Kind.UNKNOWN) and receiver.grad is not Grad.UNKNOWN:
             if method in torch_api.GRAPH_LEAVING_METHODS:
                 if method in torch_api.TO_PYTHON_METHODS:
@@ -710,6 +709,8 @@ def _reduction_none(node: ast.Call) -> bool:
     return string_value(keyword_argument(node, "reduction")) == "none"
 
 
+# Methods whose result carries no graph, whatever the receiver: only a tensor has them.
+_LEAVE_ON_ANY_RECEIVER = frozenset({"detach", *torch_api.TO_PYTHON_METHODS})
 # What a backward's own evidence may make attached: a tensor, or a value gradfix does not know
 # (not an object of the file's own class: `acc.backward(loss)` differentiates `loss`)...
 _TENSOR_LIKE = (Kind.TENSOR, Kind.UNKNOWN)

@@ -489,7 +489,6 @@ _MORE_TENSOR_METHODS = frozenset(
         "lerp",
         "addcmul",
         "addcdiv",
-        "addmm",
         "addmv",
         "baddbmm",
         "diff",
@@ -500,7 +499,6 @@ _MORE_TENSOR_METHODS = frozenset(
         "diagonal",
         "trace",
         "cross",
-        "cumsum",
         "logcumsumexp",
         "renorm",
         "fmod",
@@ -510,7 +508,6 @@ _MORE_TENSOR_METHODS = frozenset(
         "tile",
         "repeat_interleave",
         "unfold",
-        "flip",
         "fliplr",
         "flipud",
         "rot90",
@@ -520,10 +517,6 @@ _MORE_TENSOR_METHODS = frozenset(
         "log_sigmoid",
         "softplus",
         "erfinv",
-        "exp2",
-        "sigmoid",
-        "clamp_max",
-        "clamp_min",
     ]
 )
 
@@ -533,3 +526,13 @@ def is_tensor_method(name: str) -> bool:
     list, and the ones above): a method of another name on a value taken for a tensor may
     be an object's own (`loss.get_loss()` on a library's loss object)."""
     return name in GRAPH_KEEPING_METHODS or name in _MORE_TENSOR_METHODS or name in tensor_methods()
+
+
+def writes_data(method: str) -> bool:
+    """`x.add_(...)`, `x.copy_(...)`: a tensor method that writes its receiver's data in place
+    (not `requires_grad_`, `detach_` or the view-changing ones)."""
+    return (
+        method.endswith("_")
+        and not method.startswith("_")
+        and method not in NON_WRITING_UNDERSCORE_METHODS
+    )

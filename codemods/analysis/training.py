@@ -68,12 +68,9 @@ def _writes_in_place(call: ast.Call) -> bool:
     """`x.add_(...)`, `x.copy_(...)`: an in-place tensor method on anything but a gradient
     (`p.grad.zero_()` changes no weight a graph saved)."""
     func = call.func
-    if not isinstance(func, ast.Attribute):
+    if not isinstance(func, ast.Attribute) or not torch_api.writes_data(func.attr):
         return False
-    method = func.attr
-    in_place = method.endswith("_") and not method.startswith("_") and method != "requires_grad_"
-    gradient = isinstance(func.value, ast.Attribute) and func.value.attr == "grad"
-    return in_place and not gradient
+    return not (isinstance(func.value, ast.Attribute) and func.value.attr == "grad")
 
 
 class TrainingSteps:

@@ -76,8 +76,10 @@ class AccumulatedLoss(Rule):
         "logged or averaged, and `loss.detach()` when it must stay a tensor (it is stacked, "
         "reduced or used with tensor methods), which also avoids a device sync each step. "
         "A meter or logger class of the same file that keeps what it is given "
-        "(`self.sum += val`, `self.values[name].append(value)`) is fixed at the call site: "
-        "`logger.log('loss', loss.item())`.\n\n"
+        "(`self.sum += val`, `self.sum = self.sum + val * n`, "
+        "`self.values[name].append(value)`) is fixed at the call site: "
+        "`logger.log('loss', loss.item())`; a loss inside a record appended to a history "
+        "(`history.append({'step': i, 'loss': loss})`) inside the record.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
         "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
         "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
@@ -166,13 +168,8 @@ def _call_accumulations(
     ):
         return
     if func.attr == "append":
-        item = call.args[0]
-        # `history.append({"step": i, "loss": loss})`, `.append((i, loss))`: what a literal
-        # holds is appended with it.
-        parts = item.values if isinstance(item, ast.Dict) else getattr(item, "elts", [item])
-        for part in parts if isinstance(item, (ast.Dict, ast.Tuple, ast.List)) else [item]:
-            if not isinstance(part, ast.Starred):
-                yield _Accumulation(statement, func.value, part, stores_reference=True)
+        for part in _appended_parts(call.args[0]):
+            yield _Accumulation(statement, func.value, part, stores_reference=True)
         return
     receiver = analysis.value_of(func.value)
     if (
@@ -198,6 +195,16 @@ def _call_accumulations(
                 owner_attribute=attribute,
                 owner_parameter=param,
             )
+
+
+def _appended_parts(item: ast.expr) -> list[ast.expr]:
+    """What an append keeps: the item, or what a literal holds (`history.append({"step": i,
+    "loss": loss})`, `.append((i, loss))`)."""
+    if isinstance(item, ast.Dict):
+        return list(item.values)
+    if isinstance(item, (ast.Tuple, ast.List)):
+        return [part for part in item.elts if not isinstance(part, ast.Starred)]
+    return [item]
 
 
 def _attribute_accumulating(

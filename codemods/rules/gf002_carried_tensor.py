@@ -105,7 +105,8 @@ class CarriedTensor(Rule):
         "temp.append(h)`), so the appended value reaches the next step.\n\n"
         "gradfix adds `.detach()` where the value is carried: on the stored value when nothing "
         "else reads it in the same iteration, otherwise on the read that starts the next "
-        "iteration, element-wise for `(h, c)` tuples, through the file's own "
+        "iteration, element-wise for `(h, c)` tuples (a NamedTuple state keeps its class: "
+        "`State(*(s.detach() for s in state))`), through the file's own "
         "`repackage_hidden`-style helper, and as `None if h is None else h.detach()` when "
         "the state starts as `None`. When `backward(retain_graph=True)` kept the carried graph "
         "alive across an optimizer step in every iteration (a bandage that then fails with "
@@ -1259,37 +1260,30 @@ def _element_name(code: str) -> str:
     return "part" if re.search(r"\bs\b", code) else "s"
 
 
+def _detached_parts(expression: cst.CSTNode) -> cst.GeneratorExp:
+    """`s.detach() for s in hidden`, without parentheses."""
+    element = cst.Name(_element_name(cst.Module([]).code_for_node(expression)))
+    return cst.GeneratorExp(
+        elt=method_call(element, "detach"),
+        for_in=cst.CompFor(target=element, iter=expression),  # type: ignore[arg-type]
+        lpar=[],
+        rpar=[],
+    )
+
+
 def _detached_tuple(expression: cst.CSTNode) -> cst.CSTNode:
     """`tuple(s.detach() for s in hidden)`: element-wise for an `(h, c)` state."""
-    element = cst.Name(_element_name(cst.Module([]).code_for_node(expression)))
-    return cst.Call(
-        func=cst.Name("tuple"),
-        args=[
-            cst.Arg(
-                cst.GeneratorExp(
-                    elt=method_call(element, "detach"),
-                    for_in=cst.CompFor(target=element, iter=expression),  # type: ignore[arg-type]
-                    lpar=[],
-                    rpar=[],
-                )
-            )
-        ],
-    )
+    return cst.Call(func=cst.Name("tuple"), args=[cst.Arg(_detached_parts(expression))])
 
 
 def _detached_named(class_name: str) -> Rewrite:
     """`LIFState(*(s.detach() for s in state))`: element-wise, keeping the NamedTuple."""
 
     def rewrite(expression: cst.CSTNode) -> cst.CSTNode:
-        parts = _detached_tuple(expression).args[0].value  # type: ignore[attr-defined]
-        return cst.Call(
-            func=cst.Name(class_name),
-            args=[
-                cst.Arg(
-                    parts.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]), star="*"
-                )
-            ],
+        parts = _detached_parts(expression).with_changes(
+            lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
         )
+        return cst.Call(func=cst.Name(class_name), args=[cst.Arg(parts, star="*")])
 
     return rewrite
 

@@ -50,7 +50,7 @@ from enum import Enum
 
 import libcst as cst
 
-from codemods.analysis import FileAnalysis, Grad, Kind
+from codemods.analysis import FileAnalysis, Grad, Kind, torch_api
 from codemods.analysis.bindings import BindingKind
 from codemods.analysis.imports import dotted_name
 from codemods.analysis.index import ClassInfo, ScopeNode
@@ -1266,15 +1266,16 @@ def _expects_error(analysis: FileAnalysis, node: ast.AST) -> bool:
 
 
 def _updates_parameters(analysis: FileAnalysis, provenance: Provenance, node: ast.AST) -> bool:
-    """An optimizer or grad-scaler step, or an in-place write to a parameter."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        method = node.func.attr
-        receiver = node.func.value
-        in_place = method.endswith("_") and not method.startswith("_")
-        if in_place and _is_parameter(analysis, provenance, receiver):
-            return True
+    """An in-place write to a parameter, or a call that may update parameters (an optimizer's
+    method, a function of the file that writes tensors in place)."""
     if isinstance(node, ast.Call):
-        return analysis.training.may_update_parameters(node)
+        func = node.func
+        writes_parameter = (
+            isinstance(func, ast.Attribute)
+            and torch_api.writes_data(func.attr)
+            and _is_parameter(analysis, provenance, func.value)
+        )
+        return writes_parameter or analysis.training.may_update_parameters(node)
     if isinstance(node, ast.AugAssign):
         return _is_parameter(analysis, provenance, node.target)
     return False

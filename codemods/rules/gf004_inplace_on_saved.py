@@ -44,7 +44,7 @@ import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.flows import Use, follow_expression
-from codemods.analysis.index import Loop, ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
 from codemods.analysis.syntax import is_false, keyword_argument
@@ -155,7 +155,11 @@ class InplaceOnSaved(Rule):
         "features that require grad is kept too). Every tensor has a version counter that "
         "in-place ops bump, shared by its views and by `.detach()`; when a saved tensor was "
         "changed in place before backward, backward raises 'one of the variables needed for "
-        "gradient computation has been modified by an inplace operation'.\n\n"
+        "gradient computation has been modified by an inplace operation'. Norms save their "
+        "input, so in-place L2 normalisation (`x /= torch.linalg.norm(x, dim=-1, "
+        "keepdim=True)`) breaks backward; an activation working in place saves its result, so "
+        "`nn.LeakyReLU(0.2, inplace=True)` followed by `nn.Dropout(inplace=True)` in an "
+        "`nn.Sequential` does too.\n\n"
         "gradfix knows what each op saves from a table measured on PyTorch, follows the "
         "written tensor through names, views and `.detach()` to what made it, and rewrites "
         "with the smallest edit that keeps every computed value: the out-of-place form at "
@@ -171,7 +175,9 @@ class InplaceOnSaved(Rule):
         "writes to outputs of ops that save nothing (`out += identity` after "
         "batch norm, `bn(x).relu_()`, add, cat, views of a sum), clones, values made under "
         "`no_grad`, writes after the last backward, `masked_fill_` on attention scores "
-        "before the softmax. Reported only: a leaf that requires grad written outside "
+        "before the softmax. Reported only: a write in a method named for inference "
+        "(`generate`, `sample`) that is not under `no_grad` (the name suggests nothing "
+        "backpropagates through it, but proves nothing), a leaf that requires grad written outside "
         "`torch.no_grad()` (wrap the update in it) and a saved parameter (move the update "
         "after backward); gradfix never clones a parameter and never writes `.data`."
     )
@@ -254,7 +260,11 @@ class _Checker:
         func = call.func
         positional = _positional(call)
         qualified = self.analysis.qualified_name(func)
-        if isinstance(func, ast.Attribute) and _writes_data(func.attr) and qualified is None:
+        if (
+            isinstance(func, ast.Attribute)
+            and torch_api.writes_data(func.attr)
+            and qualified is None
+        ):
             yield _Write(call, func.value, WriteKind.METHOD, call)
         flag = self._inplace_flag(call)
         if flag is not None and positional:
@@ -545,11 +555,9 @@ class _Checker:
         candidates = steps.ops[low:high]
         loops = self.analysis.enclosing_loops(write.node)
         if loops:
-            outermost = self.provenance.statement_of(loops[-1])
-            if outermost is not None:
-                loop_end = self._last_order_within(scope, loops[-1])
-                after = bisect.bisect_right(steps.op_orders, loop_end)
-                candidates = candidates + steps.ops[high:after]
+            loop_end = self._last_order_within(scope, loops[-1])
+            after = bisect.bisect_right(steps.op_orders, loop_end)
+            candidates = candidates + steps.ops[high:after]
         return candidates
 
     def _last_order_within(self, scope: ScopeNode, loop: Loop) -> int:
@@ -589,14 +597,16 @@ class _Checker:
         steps = self._steps.get(scope)
         if steps is None:
             order = self.provenance.bindings(scope).order
-            ops, op_orders = [], []
+            placed = []
             for node in self._op_nodes(scope):
                 statement = self.provenance.statement_of(node)
                 if statement is not None and statement in order:
-                    ops.append(node)
-                    op_orders.append(order[statement])
+                    placed.append((order[statement], node))
+            placed.sort(key=lambda pair: pair[0])  # stable: source order within a statement
             backwards = sorted(order[b] for b in self._backward_statements(scope))
-            steps = self._steps[scope] = _ScopeSteps(ops, op_orders, backwards)
+            steps = self._steps[scope] = _ScopeSteps(
+                [node for _, node in placed], [at for at, _ in placed], backwards
+            )
         return steps
 
     def _evaluated_before(self, node: ast.AST, write: _Write) -> bool:
@@ -655,8 +665,6 @@ class _Checker:
                 "training that tensor)."
             )
             return RuleFinding(write.node, message, Tier.REPORT)
-        if in_inference_method(self.analysis, write.node):
-            return None  # `generate()`, `sample()`: nothing backpropagates through them
         output_saver = self._output_saver(write, alias)
         input_savers = self._input_savers(write, alias)
         if output_saver is None and not input_savers:
@@ -667,6 +675,16 @@ class _Checker:
             f"raises {_ERROR}."
         )
         fix = self._fix(write, alias, output_saver, input_savers)
+        scope = self.analysis.scope_of(write.node)
+        if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
+            # A name is no proof that nothing backpropagates through `generate()`, but it
+            # makes a needless edit likely: reported, not rewritten.
+            return RuleFinding(
+                write.node,
+                f"{message} Harmless if nothing backpropagates through `{scope.name}()`, as "
+                f"its name suggests; otherwise: {fix.advice}",
+                Tier.REPORT,
+            )
         return RuleFinding(write.node, f"{message} {fix.advice}", fix.tier, fix.replacements)
 
     def _is_leaf(self, base: Origin) -> bool:
@@ -1008,14 +1026,6 @@ class _Checker:
 
 
 # -- syntax helpers ----------------------------------------------------------------------------
-def _writes_data(method: str) -> bool:
-    return (
-        method.endswith("_")
-        and not method.startswith("_")
-        and method not in torch_api.NON_WRITING_UNDERSCORE_METHODS
-    )
-
-
 def _positional(call: ast.Call) -> list[ast.expr]:
     """The arguments passed by position, without `*args`."""
     return [arg for arg in call.args if not isinstance(arg, ast.Starred)]
