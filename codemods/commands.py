@@ -326,6 +326,65 @@ def fix(
     raise typer.Exit(EXIT_FINDINGS if summary.findings_left or changed else EXIT_OK)
 
 
+class TraceFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def trace(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="SCRIPT [ARGS]...",
+            help="The script to run and its arguments (with -m: the module's arguments).",
+            show_default=False,
+        ),
+    ] = None,
+    module: Annotated[
+        str | None,
+        typer.Option("-m", metavar="MODULE", help="Run a module, as `python -m` does."),
+    ] = None,
+    steps: Annotated[
+        int,
+        typer.Option(
+            "--steps", min=0, metavar="N", help="Stop after N optimizer steps (0: run to the end)."
+        ),
+    ] = 3,
+    output_format: Annotated[
+        TraceFormat,
+        typer.Option("--format", metavar="text|json", help="How to print the findings."),
+    ] = TraceFormat.text,
+    diff: Annotated[
+        bool,
+        typer.Option("--diff", help="Print a unified diff of the fixes instead of writing them."),
+    ] = False,
+    apply: Annotated[bool, typer.Option("--fix", help="Apply the fixes in place.")] = False,
+) -> None:
+    """Run a training script with gradfix's hooks and report the autograd bugs it hits.
+
+    This runs the script's code (it is your program, run because you asked): `check` and `fix`
+    never do. Findings have the tier `confirmed` (or `report`). Exit status: 0 nothing found,
+    1 findings (or, with --diff, changes to make), 2 a usage error or an exception of the
+    script's own."""
+    from codemods.trace import command as trace_command  # torch is imported only here
+
+    args = list(command or [])
+    if module is None and not args:
+        _fail("give the script to run (`gradfix trace train.py`) or `-m MODULE`")
+    if diff and apply:
+        _fail("--diff and --fix cannot be combined")
+    status = trace_command.main(
+        script=None if module is not None else Path(args[0]),
+        module=module,
+        args=args if module is not None else args[1:],
+        steps=steps,
+        as_json=output_format is TraceFormat.json,
+        mode="diff" if diff else "fix" if apply else "check",
+    )
+    raise typer.Exit(status)
+
+
 @app.command("rules")
 def list_rules() -> None:
     """List the rules: code, name and what each detects."""
@@ -336,6 +395,21 @@ def list_rules() -> None:
         rule = RULES[code]
         table.add_row(rule.code, rule.name, rule.summary)
     Console().print(table)
+
+
+# What `gradfix trace` observes for each rule, shown by `gradfix explain`.
+TRACE_SEES = {
+    "GF001": "a loss of an earlier training step still alive (kept in a list or a meter) or "
+    "added into a total read by a later step; reported at the accumulation.",
+    "GF002": "a tensor of an earlier training step still alive where it was stored, or read "
+    "into the next step's graph after a backward went through it (backward through "
+    "history); reported at the store or the read.",
+    "GF003": "a backward that reaches graph nodes an earlier backward freed; reported at the "
+    "earlier backward (retain_graph=True), or, when a parameter update ran between them, as "
+    "a report at the update or the read.",
+    "GF004": "an in-place write that changes a tensor an op saved, caught as the write "
+    "happens; reported at the write, naming the saving op's line.",
+}
 
 
 @app.command()
@@ -355,6 +429,15 @@ def explain(code: Annotated[str, typer.Argument(help="A rule code, e.g. GF001.")
     typer.echo(rule.example_before.rstrip() + "\n")
     typer.echo("After:\n")
     typer.echo(rule.example_after.rstrip())
+    seen = TRACE_SEES.get(rule.code)
+    if seen is None:
+        return
+    typer.echo(f"\nAt run time: {seen}")
+    typer.echo(
+        "`gradfix trace SCRIPT` runs your script (it is your code, run because you ask: `check` "
+        "and `fix` never run anything) and reports this only when it happens, with the tier "
+        "`confirmed`; `trace --fix` applies the same fix as `fix`."
+    )
 
 
 def _show_version(value: bool) -> None:

@@ -16,6 +16,9 @@ class Tier(str, Enum):
     SAFE = "safe"  # the code proves the premise: `gradfix fix` applies it
     UNSAFE = "unsafe"  # plausible but unproven: applied only with --unsafe-fixes
     REPORT = "report"  # no edit: the message says what to do
+    # Observed at run time by `gradfix trace`, not inferred: its fix applies like a safe one.
+    # Only trace gives it, so `check` and `fix` output keeps the three tiers above.
+    CONFIRMED = "confirmed"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ TIER_LABELS = {
     Tier.SAFE: "with a safe fix",
     Tier.UNSAFE: "with an unsafe fix",
     Tier.REPORT: "report-only",
+    Tier.CONFIRMED: "confirmed at run time",
 }
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -72,7 +73,7 @@ def error_text(error: FileError) -> str:
 
 def fix_shown(finding: Finding, unsafe_fixes: bool) -> bool:
     """Whether the finding's fix would be applied with the current settings."""
-    return finding.fixable and (finding.tier is Tier.SAFE or unsafe_fixes)
+    return finding.fixable and (finding.tier in (Tier.SAFE, Tier.CONFIRMED) or unsafe_fixes)
 
 
 # --- text ---------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from codemods.analysis.interpreter import (
     backward_holder,
     backward_root,
     joined_grad,
+    super_class,
     target_key,
 )
 from codemods.analysis.positions import Point, SourceLines, SourcePositions, Span
@@ -604,6 +605,9 @@ class FileAnalysis:
             if "__init__" in info.methods:
                 init = info.methods["__init__"]
                 self._interpret_scope(init, self._parameter_env(init), True)
+        # What that pass passed on is not yet known (`super().__init__(net, printer)` with
+        # parameters no caller filled): every call is interpreted again below.
+        self._call_args.clear()
         self._interpret_scope(self.module, {}, True)
         for function in self._callers_first():
             grad = not self.grad_disabled_by_decorator(function)
@@ -635,7 +639,9 @@ class FileAnalysis:
             class_env = self._class_env.setdefault(info.name, {})
             constructor = isinstance(scope, FUNCTION_TYPES) and scope.name == "__init__"
             for key, value in facts.final_env.items():
-                if key.startswith("self."):
+                # An attribute the scope only read (a base class's, set by the base's own
+                # constructor) stays its owner's to record.
+                if key.startswith("self.") and env.get(key) is not value:
                     known = class_env.get(key)
                     new = value if known is None or constructor else known.join(value)
                     if new != known:
@@ -663,7 +669,7 @@ class FileAnalysis:
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
         info = self.class_of(function)
-        params = self._passed_parameters(function)
+        params = self.passed_parameters(function)
         if info is not None and not _is_static(function):
             receiver = (list(function.args.posonlyargs) + list(function.args.args))[:1]
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
@@ -680,7 +686,7 @@ class FileAnalysis:
             env[param.arg] = value if value is not None else UNKNOWN
         return env
 
-    def _passed_parameters(self, function: Function) -> list[ast.arg]:
+    def passed_parameters(self, function: Function) -> list[ast.arg]:
         """The positional parameters a call's arguments fill: a method's without its `self`
         (or `cls`), a `@staticmethod`'s all."""
         params = list(function.args.posonlyargs) + list(function.args.args)
@@ -720,6 +726,11 @@ class FileAnalysis:
             info = self.index.classes.get(callee.cls or "")
             function = info.methods.get(method) if info else None
             receiver = callee
+            named = super_class(node.func) if isinstance(node.func, ast.Attribute) else None
+            if named is not None:  # `super().__init__(...)`: the nearest base's method
+                bases = self.lineage(named or callee.cls or "")[1:]
+                found = (self.index.classes[base].methods.get(method) for base in bases)
+                function = next((candidate for candidate in found if candidate), None)
         else:
             function = self.function_named(callee)
         if function is None or has_star(node):
@@ -738,7 +749,7 @@ class FileAnalysis:
         self._in_progress.add(key)
         try:
             env = self._parameter_env(function)
-            params = self._passed_parameters(function)
+            params = self.passed_parameters(function)
             for param, value in zip(params, positional, strict=False):
                 env[param.arg] = value
             for keyword, value in zip(node.keywords, args[len(node.args) :], strict=False):

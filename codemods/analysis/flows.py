@@ -8,7 +8,7 @@ import ast
 from dataclasses import dataclass, field
 from enum import Enum
 
-from codemods.analysis import FileAnalysis, Kind, torch_api
+from codemods.analysis import FileAnalysis, Function, Kind, torch_api
 from codemods.analysis.index import ScopeNode
 from codemods.analysis.interpreter import target_key
 
@@ -33,7 +33,9 @@ _MUTATING_METHODS = frozenset(
 # Tensor methods returning `(values, indices)` when unpacked (with a `dim`).
 _VALUES_AND_INDICES = frozenset({"topk", "sort", "max", "min", "median", "mode", "kthvalue"})
 # Builtins that only iterate their arguments.
-_ITERATING_BUILTINS = frozenset({"zip", "enumerate", "iter", "sorted", "list", "tuple", "set"})
+_ITERATING_BUILTINS = frozenset(
+    {"zip", "enumerate", "iter", "reversed", "sorted", "list", "tuple", "set"}
+)
 # Container methods through which elements come out.
 _ELEMENT_METHODS = frozenset({"pop", "copy", "get", "values", "items", "popleft"})
 
@@ -271,8 +273,12 @@ class _Follower:
             and self.analysis.value_of(_argument_value(arg)).kind is Kind.DICT
         ):
             return set()  # `zip(d, ...)`, `enumerate(d)`: iterating a dict gives its keys
-        if simple in torch_api.ITERABLE_REDUCERS or qualified in torch_api.COPIES:
-            return self.of_expression(call, depth + 1)
+        if (
+            simple in _ITERATING_BUILTINS
+            or simple in torch_api.ITERABLE_REDUCERS
+            or qualified in torch_api.COPIES
+        ):
+            return self.of_expression(call, depth + 1)  # the elements come out of the result
         logging = isinstance(func, ast.Attribute) and func.attr in torch_api.LOGGING_METHODS
         if logging and head != "torch":  # `logger.log(loss)` logs; `torch.log(p)` computes
             return set()
@@ -303,21 +309,38 @@ class _Follower:
         )
 
     def _into_local_function(self, call: ast.Call, arg: Argument, depth: int) -> set[Use] | None:
-        """Follow an argument into a function of this file: its uses there, and, when the
+        """Follow an argument into a function of this file, or a method of an object of one
+        of its classes (`self.progress.finish_epoch(totals)`): its uses there, and, when the
         function returns it, the uses of the call's result."""
-        callee = self.analysis.value_of(call.func)
-        function = self.analysis.function_named(callee)
-        if function is None or isinstance(arg, (ast.keyword, ast.Starred)):
+        function = self._local_callee(call)
+        if function is None or isinstance(arg, ast.Starred):
             return None
-        params = list(function.args.posonlyargs) + list(function.args.args)
-        position = next(i for i, passed in enumerate(call.args) if passed is arg)
-        if position >= len(params):
+        params = self.analysis.passed_parameters(function)
+        if isinstance(arg, ast.keyword):
+            named = [*params, *function.args.kwonlyargs]
+            param = next((p for p in named if p.arg == arg.arg), None)
+        else:
+            position = next(i for i, passed in enumerate(call.args) if passed is arg)
+            param = params[position] if position < len(params) else None
+        if param is None:
             return None
-        inner = self.of_name(params[position].arg, function, depth + 1)
+        inner = self.of_name(param.arg, function, depth + 1)
         if Use.RETURNED_UNSEEN in inner:
             inner.discard(Use.RETURNED_UNSEEN)
             inner |= self.of_expression(call, depth + 1)
         return inner
+
+    def _local_callee(self, call: ast.Call) -> Function | None:
+        """The function of this file that `call` runs: a function by name, or a method of an
+        object whose class the file defines (found through its bases)."""
+        function = self.analysis.function_named(self.analysis.value_of(call.func))
+        if function is not None or not isinstance(call.func, ast.Attribute):
+            return function
+        receiver = self.analysis.value_of(call.func.value)
+        info = self.analysis.index.classes.get(receiver.cls or "")
+        if receiver.kind not in (Kind.OBJECT, Kind.MODULE) or info is None:
+            return None
+        return info.methods.get(call.func.attr)
 
     def _returned(self, node: ast.AST, depth: int) -> set[Use]:
         """A returned value goes wherever the function's callers in this file put it."""

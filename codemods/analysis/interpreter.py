@@ -46,6 +46,8 @@ _SIMPLE_STATEMENTS = frozenset(
     }
 )
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Dict methods that may remove entries or store under keys the call does not spell.
+_DICT_REMOVERS = frozenset({"pop", "popitem", "setdefault", "clear", "__setitem__"})
 _FOR_LOOPS = (ast.For, ast.AsyncFor)
 _WITHS = (ast.With, ast.AsyncWith)
 
@@ -78,6 +80,30 @@ def first_argument(call: ast.Call) -> ast.expr | None:
         return first.value if type(first) is ast.Starred else first  # type: ignore[attr-defined]
     if call.keywords:
         return call.keywords[0].value
+    return None
+
+
+def super_class(func: ast.Attribute) -> str | None:
+    """For `super().m` and `super(Cls, self).m`: the class whose bases define `m` ("" when it
+    is the class of the method the call is in), else None."""
+    call = func.value
+    if type(call) is not ast.Call or not isinstance(call.func, ast.Name) or call.func.id != "super":
+        return None
+    if not call.args:
+        return ""
+    first = call.args[0]
+    return first.id if isinstance(first, ast.Name) else None
+
+
+def _any_value_of(mapping: Value) -> Value:
+    """What any entry of `mapping` may hold, as `d.update(mapping)` copies it."""
+    return mapping.element_read() if mapping.kind is Kind.DICT else UNKNOWN
+
+
+def _constant_key(node: ast.expr | None) -> str | None:
+    """The key of `d["loss"]` or `{"loss": ...}`, None when it is not a constant string."""
+    if type(node) is ast.Constant and type(node.value) is str:  # type: ignore[union-attr]
+        return node.value  # type: ignore[union-attr]
     return None
 
 
@@ -321,8 +347,33 @@ class Interpreter:
                     return {**env, key: receiver.storing(item)}
                 if method == "detach_":
                     return {**env, key: replace(receiver, grad=Grad.FREE)}
+                if method == "update" and receiver.kind is Kind.DICT:
+                    return {**env, key: self.dict_update(value, receiver, env, grad)}
+                if method in _DICT_REMOVERS and receiver.entries is not None:
+                    # `d.pop("loss")`: the known entries may have changed
+                    self.value(value, env, grad)
+                    return {**env, key: replace(receiver, entries=None)}
         self.value(value, env, grad)
         return env
+
+    def dict_update(self, call: ast.Call, receiver: Value, env: Env, grad: bool) -> Value:
+        """The dict `receiver` after `call`, its `.update(...)`: `d.update(loss=x)` and
+        `d.update({"loss": x})` replace that entry; any other argument may replace any."""
+        updated = receiver
+        for arg in call.args:
+            given = self.value(arg.value if type(arg) is ast.Starred else arg, env, grad)
+            if type(arg) is ast.Starred or given.kind is not Kind.DICT or given.entries is None:
+                updated = updated.storing(_any_value_of(given))
+                continue
+            for name, entry in given.entries:
+                updated = updated.storing_entry(name, entry)
+        for keyword in call.keywords:
+            given = self.value(keyword.value, env, grad)
+            if keyword.arg is None:
+                updated = updated.storing(_any_value_of(given))
+            else:
+                updated = updated.storing_entry(keyword.arg, given)
+        return updated
 
     def bind(self, target: ast.expr, value: Value, env: Env, grad: bool = True) -> Env:
         """`env` after `value` is stored into `target`; `grad`: the grad mode of the store."""
@@ -352,7 +403,9 @@ class Interpreter:
                     # the whole tensor now has a history.
                     env[container] = replace(held, grad=Grad.ATTACHED, evidence=value.evidence)
                 else:
-                    env[container] = held.storing(value)
+                    key = _constant_key(target.slice)
+                    stored = held.storing(value) if key is None else held.storing_entry(key, value)
+                    env[container] = stored
         return env
 
     # -- expressions ------------------------------------------------------------------
@@ -409,17 +462,26 @@ class Interpreter:
         if kind is ast.ListComp or kind is ast.GeneratorExp:
             return self.comprehension(node, env, grad)  # type: ignore[arg-type]
         if kind is ast.Dict:
+            keys = node.keys  # type: ignore[attr-defined]
             values = [
                 self.value(entry, env, grad)
-                for key, entry in zip(node.keys, node.values, strict=True)  # type: ignore[attr-defined]
+                for key, entry in zip(keys, node.values, strict=True)  # type: ignore[attr-defined]
                 if key is not None
             ]
             unpacked = len(values) < len(node.values)  # type: ignore[attr-defined]  # `{**other}`
-            return container_of(Kind.DICT, values, unpacked=unpacked)
+            literal = container_of(Kind.DICT, values, unpacked=unpacked)
+            names = [_constant_key(key) for key in keys]
+            if unpacked or None in names:
+                return literal
+            return replace(literal, entries=tuple(zip(names, values, strict=True)))  # type: ignore[arg-type]
         return UNKNOWN
 
     def subscript(self, node: ast.Subscript, env: Env, grad: bool) -> Value:
         container = self.value(node.value, env, grad)
+        key = _constant_key(node.slice)
+        entry = container.entry(key) if key is not None else None
+        if entry is not None:
+            return entry
         if container.element is not None:
             return container.element_read()
         if container.kind is Kind.TENSOR:
@@ -499,6 +561,10 @@ class Interpreter:
                 return known
         if type(node.func) is ast.Attribute:
             receiver = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
+            if super_class(node.func) is not None and "self" in env:  # type: ignore[arg-type]
+                # `super().__init__(net, printer)`: the analysis runs the base's method on
+                # this object (a method's `self` is of the class that defines it)
+                receiver = env["self"]
             method = self.method_call(node, receiver, args, grad)
             if method is not None:
                 return method
@@ -506,6 +572,8 @@ class Interpreter:
                 local = self.call_value(node, receiver, args, grad, node.func.attr)  # type: ignore[attr-defined]
                 if local is not None:
                     return local
+            if receiver.kind is Kind.MODULE and node.func.attr in torch_api.MODULE_RETURNS_SELF:  # type: ignore[attr-defined]
+                return receiver  # `Net().to(device)`, unless the file's class overrides it
         callee = self.value(node.func, env, grad)
         if callee.kind is Kind.MODULE:
             output = replace(

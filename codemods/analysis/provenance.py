@@ -31,6 +31,7 @@ from enum import Enum
 
 from codemods.analysis import FileAnalysis, saved_ops, torch_api
 from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings
+from codemods.analysis.imports import dotted_name
 from codemods.analysis.index import FUNCTION_TYPES, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.syntax import is_false, is_true, keyword_argument
@@ -138,6 +139,14 @@ class Origin:
         )
 
 
+@dataclass(frozen=True)
+class CallSite:
+    """A call of the file's own function: what it passes for each parameter, by name."""
+
+    call: ast.Call
+    arguments: dict[str, ast.expr]
+
+
 @dataclass(eq=False)
 class _Frame:
     """One scope being evaluated: the scope asked about, or a call into the file's code."""
@@ -169,6 +178,7 @@ class Provenance:
         self._in_progress: set[tuple[int, int, str]] = set()
         self._names: dict[Origin, Binding] = {}
         self._constructors_in_progress: set[ast.AST] = set()
+        self._call_sites: dict[_Function, list[CallSite] | None] = {}
 
     # -- questions rules ask ------------------------------------------------------------
     def of(self, expression: ast.expr) -> Origin:
@@ -186,6 +196,19 @@ class Provenance:
         if inner is None or inner.scope is not self.analysis.scope_of(expression):
             return None
         return self._expression(expression, inner)
+
+    def attribute_at_exit(self, method: _Function, key: str) -> Origin | None:
+        """The provenance of `self.<attribute>` (`key`) as `method` leaves it, evaluated in
+        the method's own body (`self.fake = self.netG(z)` in `forward()`): one Origin
+        however many other methods later read the cached value. None when no single plain
+        binding of the method reaches its end."""
+        reaching = self.bindings(method).final.get(key, frozenset())
+        if len(reaching) != 1:
+            return None
+        (binding,) = reaching
+        if binding.kind is not BindingKind.ASSIGN:
+            return None
+        return self._binding(binding, self._frame(method))
 
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         return self.analysis.bindings(scope)
@@ -218,9 +241,52 @@ class Provenance:
             return None  # a cycle: `self.m = m` with `C(self.m)` inside `C`, `x = x.parent`
         self._constructors_in_progress.add(module)
         try:
-            return self._module_constructor(module)
+            return self._built_by_factory(self._module_constructor(module))
         finally:
             self._constructors_in_progress.discard(module)
+
+    def _built_by_factory(self, call: ast.Call | None) -> ast.Call | None:
+        """The module constructor a factory of the file returns, for `call` a call of one
+        (`self.netD = self.getNetD()`, `model = build_model()`); `call` itself otherwise. A
+        method called on `self` may be overridden: every definition a subclass of the file
+        can run must return one and the same constructor (a base's `raise
+        NotImplementedError` returns nothing and counts for none)."""
+        if call is None or self._module_kind(call) is not Kind.UNKNOWN:
+            return call
+        func = call.func
+        if isinstance(func, ast.Name):
+            function = self.analysis.index.functions.get(func.id)
+            candidates = [function] if function is not None else []
+        elif isinstance(func, ast.Attribute) and dotted_name(func.value) == "self":
+            info = self.analysis.class_of(self.analysis.scope_of(call))
+            candidates = self._overrides(info.name, func.attr) if info is not None else []
+        else:
+            return call
+        products: set[ast.Call] = set()
+        for function in candidates:
+            returned = _returned_values(self.analysis, function)
+            if returned is None or len(returned) > 1:
+                return call
+            if returned:
+                product = returned[0]
+                if not isinstance(product, ast.Call) or not self._is_module_constructor(product):
+                    return call
+                products.add(product)
+        return products.pop() if len(products) == 1 else call
+
+    def _overrides(self, class_name: str, method: str) -> list[_Function]:
+        """The definitions of `method` that `self.<method>()` in `class_name` may run: its
+        own, and those of the file's classes deriving from it."""
+        found: list[_Function] = []
+        for name, info in self.analysis.index.classes.items():
+            function = info.methods.get(method)
+            if (
+                function is not None
+                and function not in found
+                and class_name in self.analysis.lineage(name)
+            ):
+                found.append(function)
+        return found
 
     def _module_constructor(self, module: ast.expr) -> ast.Call | None:
         key = target_key(module)
@@ -235,6 +301,82 @@ class Provenance:
             if owner is not None and isinstance(owner.func, ast.Name):
                 return self._attribute_constructor(owner.func.id, module.attr)
         return None
+
+    def call_sites(self, function: _Function) -> list[CallSite] | None:
+        """Every call of the file that runs `function`, each with what it passes for each
+        parameter; None when the function may run in a way gradfix cannot see: a `*args`
+        call, a call on an object of unknown class, a method name used other than called,
+        an instance of its module class built into a container or passed on (`nn.Sequential(
+        Block())`), or no call in the file at all (a library's callers are elsewhere)."""
+        if function not in self._call_sites:
+            self._call_sites[function] = self._find_call_sites(function)
+        return self._call_sites[function]
+
+    def _find_call_sites(self, function: _Function) -> list[CallSite] | None:
+        analysis = self.analysis
+        info = analysis.class_of(function)
+        if info is None:
+            if analysis.index.functions.get(function.name) is not function:
+                return None
+            calls = analysis.index.calls_by_name.get(function.name, [])
+            called = {call.func for call in calls}
+            for names in analysis.index.names.values():
+                if any(use not in called for use in names.get(function.name, [])):
+                    return None  # passed as a value (a callback), or rebound
+            if any(not isinstance(call.func, ast.Name) for call in calls):
+                return None  # a method of the same name: the file's calls are ambiguous
+            return self._sites(function, calls, bound=False)
+        owners = [
+            name
+            for name, other in analysis.index.classes.items()
+            if other.methods.get(function.name) is function
+        ]
+        calls = list(analysis.index.calls_by_name.get(function.name, []))
+        for call in calls:  # `obj.method(...)`, `module.forward(...)`
+            func = call.func
+            if (
+                not isinstance(func, ast.Attribute)
+                or analysis.value_of(func.value).cls not in owners
+            ):
+                return None
+        if function.name in torch_api.FORWARD_METHODS and analysis.is_module_class(info.name):
+            if not all(self._instances_held_by_name(owner) for owner in owners):
+                return None
+            for owner in owners:  # `module(...)`
+                calls += analysis.module_calls(analysis.index.classes[owner])
+        return self._sites(function, calls, bound=True)
+
+    def _instances_held_by_name(self, class_name: str) -> bool:
+        """Whether every instance of the class the file builds is assigned to a name or a
+        `self` attribute, where gradfix sees each call of it."""
+        builds = self.analysis.index.calls_by_name.get(class_name, [])
+        for build in builds:
+            statement = self.analysis.parent(build)
+            if not (
+                isinstance(statement, ast.Assign)
+                and statement.value is build
+                and len(statement.targets) == 1
+                and target_key(statement.targets[0]) is not None
+            ):
+                return False
+        return bool(builds)
+
+    def _sites(
+        self, function: _Function, calls: list[ast.Call], bound: bool
+    ) -> list[CallSite] | None:
+        params = [param.arg for param in (*function.args.posonlyargs, *function.args.args)]
+        if bound:
+            params = params[1:]
+        sites = []
+        for call in calls:
+            if any(isinstance(arg, ast.Starred) for arg in call.args) or any(
+                keyword.arg is None for keyword in call.keywords
+            ):
+                return None
+            passed = dict(zip(params, call.args, strict=False))
+            passed.update((keyword.arg, keyword.value) for keyword in call.keywords)  # type: ignore[misc]
+            sites.append(CallSite(call, passed))
+        return sites or None
 
     # -- frames -------------------------------------------------------------------------
     def _frame(self, scope: ScopeNode) -> _Frame:
@@ -408,7 +550,19 @@ class Provenance:
         if frame.depth > 0 or not isinstance(scope, FUNCTION_TYPES) or not scope.body:
             return origin
         known = self.analysis.env_before(scope.body[0]).get(binding.key)
-        return origin if known is None else replace(origin, grad=known.grad)
+        grad = known.grad if known is not None else Grad.UNKNOWN
+        if grad is Grad.UNKNOWN:
+            grad = self._passed_grad(scope, binding.key)
+        return replace(origin, grad=grad)
+
+    def _passed_grad(self, function: _Function, parameter: str) -> Grad:
+        """Whether what every call of `function` in the file passes for `parameter` is in the
+        graph (a module's `forward`, called by a `forward` the interpreter saw first)."""
+        sites = self.call_sites(function)
+        passed = [site.arguments.get(parameter) for site in sites or ()]
+        if not passed or any(argument is None for argument in passed):
+            return Grad.UNKNOWN
+        return _joined(self.of(argument).grad for argument in passed if argument is not None)
 
     def _appended(self, binding: Binding, frame: _Frame) -> tuple[Origin, ...]:
         """Items `name.append(value)` adds to the list `binding` makes, each made anew per
@@ -626,7 +780,7 @@ class Provenance:
             kind = self._module_kind(self.module_constructor(node.func))
         if kind in (Kind.MODULE, Kind.PASSTHROUGH, Kind.CRITERION):
             return self._module_call(node, node.func, kind, frame)
-        function = self.analysis.function_named(callee)
+        function = self.analysis.function_named(callee) or self._local_function(node, frame)
         if function is not None:
             return self._inline(node, function, self._positional(node), frame)
         dunder_call = self._dunder_call(callee)
@@ -648,6 +802,28 @@ class Provenance:
                 node, frame, key, arguments, kind=OriginKind.FORWARD, module=not parameterless
             )
         return self._unknown_call(node, frame)
+
+    def _local_function(self, node: ast.Call, frame: _Frame) -> _Function | None:
+        """The helper `def` of the enclosing function that `helper(...)` calls, when it is
+        the only binding of its name there and it reads no name the enclosing function
+        binds (evaluated in a frame of its own, a closure's variables would be unknown)."""
+        func = node.func
+        statement = self._statement_in(node, frame)
+        if not isinstance(func, ast.Name) or statement is None:
+            return None
+        reaching = frame.bindings.reaching(func.id, statement) or frozenset()
+        if len(reaching) != 1:
+            return None
+        (binding,) = reaching
+        function = binding.target
+        if not isinstance(function, FUNCTION_TYPES) or function is frame.scope:
+            return None
+        inside = self.analysis.bindings(function).final
+        enclosing = frame.bindings.final
+        for name in self.analysis.index.names.get(function, {}):
+            if enclosing.get(name) and not inside.get(name):
+                return None
+        return function
 
     def _dunder_call(self, callee: Value) -> _Function | None:
         """`__call__` of the file's own class that `callee` is an instance of (a loss
@@ -839,6 +1015,7 @@ class Provenance:
             if keyword.arg is not None:
                 arguments[keyword.arg] = self._expression(keyword.value, frame)
         inner = self._call_frame(frame, node, function, arguments)
+        returned = self._returns_taken(function, returned, arguments) or returned
         values = tuple(self._expression(value, inner) for value in returned)
         if not values:
             return self._data(node, frame)
@@ -847,6 +1024,52 @@ class Provenance:
         return self._memoised(
             frame, node, "returns", lambda: self._structure(OriginKind.CHOICE, node, frame, values)
         )
+
+    def _returns_taken(
+        self, function: _Function, returned: list[ast.expr], arguments: dict[str, Origin]
+    ) -> list[ast.expr]:
+        """The returned values a call can reach when it passes a literal `True` or `False`
+        for a flag the function branches on (`if get_features: return out, phi` then
+        `return out`): the others sit in a branch the flag rules out, or after a branch that
+        always returns."""
+        flags: dict[str, bool] = {}
+        for name, origin in arguments.items():
+            literal = origin.expression
+            if isinstance(literal, ast.Constant) and isinstance(literal.value, bool):
+                flags[name] = literal.value
+
+        def test_value(test: ast.expr) -> bool | None:
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                inner = test_value(test.operand)
+                return None if inner is None else not inner
+            return flags.get(test.id) if isinstance(test, ast.Name) else None
+
+        def always_returns(block: list[ast.stmt]) -> bool:
+            return bool(block) and isinstance(block[-1], ast.Return)
+
+        def reachable(value: ast.expr) -> bool:
+            child: ast.AST = value
+            parent = self.analysis.parent(child)
+            while parent is not None and child is not function:
+                if isinstance(parent, ast.If) and isinstance(child, ast.stmt):
+                    taken = test_value(parent.test)
+                    in_body = any(child is statement for statement in parent.body)
+                    if taken is not None and taken is not in_body:
+                        return False
+                block = getattr(parent, self.analysis.index.field.get(child, ""), None)
+                if isinstance(child, ast.stmt) and isinstance(block, list):
+                    for earlier in block[: block.index(child)]:
+                        if isinstance(earlier, ast.If):
+                            taken = test_value(earlier.test)
+                            ends = earlier.body if taken else earlier.orelse
+                            if taken is not None and always_returns(ends):
+                                return False
+                child, parent = parent, self.analysis.parent(parent)
+            return True
+
+        if not flags:
+            return returned
+        return [value for value in returned if reachable(value)]
 
     def _unknown_call(self, node: ast.Call, frame: _Frame) -> Origin:
         """A call gradfix cannot see into: its result may or may not come from its inputs."""
@@ -889,7 +1112,18 @@ class Provenance:
             return Grad.FREE
         if parameters:
             return Grad.ATTACHED
-        return _combined(origin.grad for origin in inputs)
+        grad = _combined(origin.grad for origin in inputs)
+        # An input made without history may have been written in place with attached values
+        # since (`buf = x.new_zeros(n, k); buf[:, :h] = lsm(y); lsm(buf[:, h:])`): provenance
+        # does not follow writes, the interpreter does.
+        if (
+            grad is Grad.FREE
+            and frame.depth == 0
+            and isinstance(node, ast.expr)
+            and self.analysis.value_of(node).grad is Grad.ATTACHED
+        ):
+            return Grad.ATTACHED
+        return grad
 
     def _structure(
         self, kind: OriginKind, node: ast.AST, frame: _Frame, inputs: tuple[Origin, ...]

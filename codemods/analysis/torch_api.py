@@ -21,6 +21,40 @@ STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
 FORWARD_METHODS = frozenset({"forward", "__call__"})
+# nn.Module methods that return the module itself (`model = Net().to(device)`); not
+# `requires_grad_`, after which its parameters may stop requiring grad.
+MODULE_RETURNS_SELF = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "train",
+        "eval",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "type",
+        "share_memory",
+        "apply",
+        "to_empty",
+        "xpu",
+        "ipu",
+    }
+)
+# Calls that draw a random sample or order of a data set: batches made with them (or read from
+# a `DataLoader(..., shuffle=True)`) do not continue one another.
+RANDOM_DRAWS = frozenset(
+    {
+        "torch.randperm",
+        "torch.multinomial",
+        "random.shuffle",
+        "random.sample",
+        "numpy.random.permutation",
+        "numpy.random.shuffle",
+        "numpy.random.choice",
+    }
+)
 # Functions named for inference (`generate`, `sample`, `predict`), and for inference or
 # evaluation (also `evaluate`, `validate`).
 _INFERENCE_WORDS = "generate|sample|predict|infer|inference"

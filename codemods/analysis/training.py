@@ -82,6 +82,8 @@ class TrainingSteps:
         self._reaches: dict[Function, bool] = {}
         self._loop_reaches: dict[Loop, bool] = {}
         self._updates: dict[Function, bool] = {}
+        self._draws: dict[Function, bool] = {}
+        self._runs: dict[Function, dict[Function, bool]] = {}  # per function run
 
     def may_update_parameters(self, call: ast.Call) -> bool:
         """Whether `call` may change weights in place: any method of an optimizer but the
@@ -99,6 +101,22 @@ class TrainingSteps:
         return any(
             self._function_does(f, self._updates, _updates_in_place, frozenset())
             for f in self._callees(call, scope)
+        )
+
+    def may_run(self, call: ast.Call, function: Function) -> bool:
+        """Whether `call` may run `function` of the file, itself or through the file's own
+        functions and methods it calls (`self.update_D()` runs `forward()` when `update_D`
+        calls it)."""
+        memo = self._runs.setdefault(function, {})
+
+        def runs(inner: ast.Call) -> bool:
+            return function in self._callees(inner, self._analysis.scope_of(inner))
+
+        if runs(call):
+            return True
+        return any(
+            self._function_does(callee, memo, runs, frozenset())
+            for callee in self._callees(call, self._analysis.scope_of(call))
         )
 
     @cached_property
@@ -121,6 +139,76 @@ class TrainingSteps:
 
     def function_reaches_step(self, function: Function) -> bool:
         return self._function_does(function, self._reaches, self._is_step, frozenset())
+
+    def called_by_training_step(self, function: Function) -> bool:
+        """Whether the file calls `function` from code that trains: a function or method
+        that reaches a training step (a `train()` that runs `self.rollout()` and then a
+        backward), or a loop that does. Each call then runs between two training steps."""
+        for call in self._analysis.index.calls_by_name.get(function.name, []):
+            scope = self._analysis.scope_of(call)
+            if self._is_step(call) or function not in self._callees(call, scope):
+                continue
+            if (
+                isinstance(scope, _FUNCTIONS)
+                and scope is not function
+                and self.function_reaches_step(scope)
+            ):
+                return True
+            loops = self._analysis.enclosing_loops(call)
+            if any(self._analysis.loop_reaches_step(loop) for loop in loops):
+                return True
+        return False
+
+    def draws_random_batches(self, loop: Loop, scope: ast.AST) -> ast.AST | None:
+        """What makes the batches of `loop` random draws of a data set, if anything: a
+        `DataLoader(..., shuffle=True)` it iterates, or a call in its body that draws a random
+        sample or order (`torch.randperm`, `random.shuffle`), directly or through the file's
+        functions (`x, y = sample_windows(data)`). Consecutive batches then do not continue
+        one another."""
+        iterable = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+        while isinstance(iterable, ast.Call) and iterable.args:  # `enumerate(loader)`, `tqdm(...)`
+            iterable = iterable.args[0]
+        shuffled = self._shuffling_loader(iterable) if iterable is not None else None
+        if shuffled is not None:
+            return shuffled
+        for statement in loop.body:
+            for inner in self._analysis.descendants(statement):
+                if type(inner) is not ast.Call:
+                    continue
+                if self._is_random_draw(inner):  # type: ignore[arg-type]
+                    return inner
+                for callee in self._callees(inner, scope):  # type: ignore[arg-type]
+                    if self._function_does(callee, self._draws, self._is_random_draw, frozenset()):
+                        return inner
+        return None
+
+    def _is_random_draw(self, call: ast.Call) -> bool:
+        return self._analysis.qualified_name(call.func) in torch_api.RANDOM_DRAWS
+
+    def _shuffling_loader(self, iterable: ast.expr) -> ast.AST | None:
+        """The `DataLoader(..., shuffle=True)` that `iterable` is, or names."""
+        key = dotted_name(iterable)
+        candidates: list[ast.AST] = [iterable]
+        if key is not None:
+            candidates += [
+                node.value
+                for node in self._analysis.index.of_types(ast.Assign)
+                if isinstance(node, ast.Assign)
+                and any(dotted_name(target) == key for target in node.targets)
+            ]
+        for candidate in candidates:
+            if (
+                isinstance(candidate, ast.Call)
+                and (self._analysis.qualified_name(candidate.func) or "").endswith("DataLoader")
+                and any(
+                    keyword.arg == "shuffle"
+                    and isinstance(keyword.value, ast.Constant)
+                    and keyword.value.value is True
+                    for keyword in candidate.keywords
+                )
+            ):
+                return candidate
+        return None
 
     def _is_step(self, call: ast.Call) -> bool:
         qualified = self._analysis.qualified_name(call.func)

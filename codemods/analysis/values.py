@@ -75,6 +75,10 @@ class Value:
     # A tensor that requires grad but has no history (a parameter, `requires_grad=True`):
     # keeping it keeps no graph; operations on it do record one.
     leaf: bool = False
+    # For a dict: what the entries stored under constant string keys hold, each in full
+    # (`out["loss"]` a scalar loss, `out["metrics"]` a dict of numbers), where `element_value`
+    # joins them all. A key not listed reads as `element_value`.
+    entries: tuple[tuple[str, Value], ...] | None = None
 
     def join(self, other: Value) -> Value:
         if self is other or self == other:  # `==` compares every field
@@ -104,6 +108,7 @@ class Value:
             reduction_none=self.reduction_none or other.reduction_none,
             loss=self.loss and other.loss,
             leaf=self.leaf and other.leaf,
+            entries=_joined_entries(self.entries, other.entries),
         )
 
     def with_grad(self, grad: Grad) -> Value:
@@ -116,11 +121,37 @@ class Value:
         return Value(self.element) if self.element is not None else UNKNOWN
 
     def storing(self, item: Value) -> Value:
-        """This container after `item` is stored into it (`xs.append(item)`, `d[k] = item`)."""
+        """This container after `item` is stored into it (`xs.append(item)`, `d[k] = item`):
+        a store under a key gradfix does not know may replace any known entry."""
         if self.element is None:
-            return replace(self, element=item.grad, element_value=item)
+            return replace(self, element=item.grad, element_value=item, entries=None)
         element_value = None if self.element_value is None else self.element_value.join(item)
-        return replace(self, element=self.element.join(item.grad), element_value=element_value)
+        return replace(
+            self, element=self.element.join(item.grad), element_value=element_value, entries=None
+        )
+
+    def storing_entry(self, key: str, item: Value) -> Value:
+        """This dict after `item` is stored under the constant key `key` (`d["loss"] = item`)."""
+        kept = tuple(entry for entry in self.entries or () if entry[0] != key)
+        return replace(self.storing(item), entries=(*kept, (key, item)))
+
+    def entry(self, key: str) -> Value | None:
+        """What the entry under the constant key `key` holds, None when it is not known."""
+        for name, value in self.entries or ():
+            if name == key:
+                return value
+        return None
+
+
+def _joined_entries(
+    left: tuple[tuple[str, Value], ...] | None, right: tuple[tuple[str, Value], ...] | None
+) -> tuple[tuple[str, Value], ...] | None:
+    """The entries known on both paths, each joined; a key known on one path only is left to
+    `element_value`."""
+    if left is None or right is None:
+        return None
+    theirs = dict(right)
+    return tuple((key, value.join(theirs[key])) for key, value in left if key in theirs)
 
 
 def container_of(kind: Kind, items: list[Value], unpacked: bool = False) -> Value:

@@ -7,7 +7,11 @@ parameter as it was passed (never rebinding it) into a `self` attribute, where `
 graph-attached and `acc` outlives the iteration. What the method itself does with the value
 counts as a use of the total (`value.item()` there needs a tensor: `.detach()` at the call).
 Losses read back from a dict or list of losses (`for name, value in loss_dict.items()`) keep
-what the analysis knows of the stored terms.
+what the analysis knows of the stored terms; an entry read under a constant key (`out["mse"]`
+of a criterion's dict) keeps what was stored under that key, its scalar-ness included. Where
+the total goes is followed through `zip`/`enumerate` and into methods of objects of the file's
+classes (`self.printer.epoch_done(total)`), so a total only printed there is fixed safely and
+one a helper's method backpropagates is left alone.
 
 Not a finding: a total of loss terms that is itself a loss, summed in a `forward` (a model's
 or a criterion's), or summed by a loop with no training step in it (no backward or optimizer
@@ -79,7 +83,10 @@ class AccumulatedLoss(Rule):
         "(`self.sum += val`, `self.sum = self.sum + val * n`, "
         "`self.values[name].append(value)`) is fixed at the call site: "
         "`logger.log('loss', loss.item())`; a loss inside a record appended to a history "
-        "(`history.append({'step': i, 'loss': loss})`) inside the record.\n\n"
+        "(`history.append({'step': i, 'loss': loss})`) inside the record. A loss read back "
+        "from a dict under a constant key (`meter.update(out['mse'])` for a criterion that "
+        "returns a dict) is as proven as what was stored there; a total passed to a method of "
+        "the file's own classes is followed into it.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
         "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
         "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
@@ -478,3 +485,31 @@ def _container(target: ast.expr) -> ast.expr:
     while isinstance(target, ast.Subscript):
         target = target.value
     return target
+
+
+# -- for `gradfix trace` --------------------------------------------------------------------
+def fix_at(
+    analysis: FileAnalysis, statement: ast.stmt, holders: frozenset[str]
+) -> dict[ast.AST, Rewrite]:
+    """The fix of the accumulation `statement`, which `gradfix trace` saw keep a graph at run
+    time, the tensor held by the names or attributes `holders` (the accumulator, or the value
+    added): what `check` writes when it proves the finding, else the same edit on the run's
+    evidence (`.item()` into a total that starts as a Python number, `.detach()` otherwise).
+    {} when `statement` is no accumulation of one of `holders` this rule knows."""
+    for accumulation in _accumulations(analysis):
+        if accumulation.statement is not statement:
+            continue
+        judged = _judge(analysis, accumulation)
+        if judged is not None and judged.replacements:
+            return judged.replacements
+        codes = {analysis.code_of(accumulation.operand), analysis.code_of(accumulation.accumulator)}
+        if not codes & holders:
+            continue
+        excluded = accumulation.exclude
+        atoms = analysis.attached_operands(
+            accumulation.operand, lambda part, excluded=excluded: part is excluded
+        ) or [accumulation.operand]
+        initial = _initial_value(analysis, accumulation)
+        method = "item" if initial is not None and initial.kind is Kind.NUMBER else "detach"
+        return {atom: calling(method) for atom in atoms}
+    return {}

@@ -96,7 +96,10 @@ class CarriedTensor(Rule):
         "any loop with no backward or step reachable from its body (over blocks, pyramid "
         "levels, decoding or message-passing steps, a helper returning its result to the "
         "caller that trains on it), is one forward computation: it carries graphs on purpose "
-        "and gradfix leaves it alone. A kept list is a finding only when a training loop, or "
+        "and gradfix leaves it alone. A `self` attribute stored in such a loop of a method "
+        "the file calls from code that trains (an RL `rollout()` keeping the policy state "
+        "between env steps, called by `train()` before its backward) outlives the call and "
+        "crosses the training step. A kept list is a finding only when a training loop, or "
         "an evaluation loop over batches (or over the data an evaluation method such as "
         "`predict(self, graphs)` is given), fills it and nothing differentiates it "
         "afterwards (returned to callers outside the file, the fix is unsafe); a list "
@@ -117,6 +120,10 @@ class CarriedTensor(Rule):
         "self.initial_losses = losses`) is detached where it is stored; when the storing step "
         "also differentiates through it (`losses / self.initial_losses`), that fix changes the "
         "step's gradient and is unsafe.\n\n"
+        "A state a module keeps between forward calls (`out, self.h = self.rnn(x, self.h)`) "
+        "while the training loop draws its batches at random (`DataLoader(..., "
+        "shuffle=True)`, `torch.randperm`) links unrelated sequences: it is reported with "
+        "advice to restructure (re-initialise the state per batch), never detached.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
         "meta-learning loops, `backward(retain_graph=True)` with no optimizer step between "
@@ -171,13 +178,19 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
         loops = analysis.enclosing_loops(node)
-        if loops and not _loop_crosses_training_step(analysis, node, loops[0]):
+        loop_trains = bool(loops) and _loop_crosses_training_step(analysis, node, loops[0])
+        # In a loop without a training step (a rollout's env steps) only a `self` attribute
+        # can cross one: between calls of a method the file runs once per training step.
+        across_calls = bool(loops) and not loop_trains and _called_between_steps(analysis, node)
+        if loops and not (loop_trains or across_calls):
             continue  # whatever it carries, `_judge_carry` would leave it: skip the search
         for assign_target in node.targets:
             for target in _stored_names(assign_target):
                 key = target_key(target)
                 if key is None or not (loops or key.startswith("self.")):
                     continue  # neither a loop nor calls of a method to carry it across
+                if across_calls and not key.startswith("self."):
+                    continue
                 scope = analysis.scope_of(node)
                 if (scope, key) not in facts:
                     facts[(scope, key)] = _KeyFacts.of(analysis, scope, key)
@@ -237,7 +250,7 @@ def _carry_of(
     if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
-    if loops:
+    if loops and _loop_crosses_training_step(analysis, store, loops[0]):
         loop: Loop | None = loops[0]
         # Reaching bindings: the store reaches the read around the loop's back edge.
         carry_reads = [
@@ -256,6 +269,21 @@ def _carry_of(
         if scope.name == "__init__":
             return None
         reads, stores = facts.reads, facts.stores
+        if loops:
+            # Stored in a loop without a training step, carried across calls of the method:
+            # what the first iteration reads before the store is the previous call's value,
+            # unless a store that always runs re-initialises it first.
+            first_store_end = min(
+                (analysis.index.end[s] for s in stores if not _conditional(analysis, s, scope)),
+                default=analysis.index.start[store],
+            )
+            carry_reads = [
+                r
+                for r in reads
+                if analysis.index.start[r] < min(first_store_end, analysis.index.start[store])
+                and _carries_on(analysis, r)
+            ]
+            return _carry_with(analysis, store, target, key, None, reads, stores, carry_reads)
         # A read sees the previous call's value unless a store that always runs precedes it
         # (a lazy `if self.h is None: self.h = ...` may not run).
         everywhere = [*stores, store] if store not in stores else stores
@@ -272,15 +300,46 @@ def _carry_of(
         ]
     else:
         return None
+    return _carry_with(analysis, store, target, key, loop, reads, stores, carry_reads)
+
+
+def _carry_with(
+    analysis: FileAnalysis,
+    store: ast.Assign,
+    target: ast.expr,
+    key: str,
+    loop: Loop | None,
+    reads: list[ast.expr],
+    stores: list[ast.AST],
+    carry_reads: list[ast.expr],
+) -> _Carry | None:
     if not carry_reads or any(_detaches_in_place(analysis, s) for s in stores):
         return None
     store_end = analysis.index.end[store]
+    # A read under `no_grad` sees the same numbers detached or not: it keeps no graph.
     later_reads = [
         r
         for r in reads
-        if analysis.index.start[r] >= store_end and not analysis.exclusive_branches(store, r)
+        if analysis.index.start[r] >= store_end
+        and not analysis.exclusive_branches(store, r)
+        and analysis.grad_enabled(r)
     ]
     return _Carry(key, store, target, loop, carry_reads, later_reads)
+
+
+def _called_between_steps(analysis: FileAnalysis, store: ast.Assign) -> bool:
+    """Whether `store` runs in a method (outside any forward) that the file calls once per
+    training step, or that runs one itself: a `self` attribute it stores outlives the call."""
+    scope = analysis.scope_of(store)
+    return (
+        isinstance(scope, FUNCTION_TYPES)
+        and analysis.class_of(scope) is not None
+        and not in_forward(analysis, store)
+        and (
+            analysis.training.function_reaches_step(scope)
+            or analysis.training.called_by_training_step(scope)
+        )
+    )
 
 
 def _occurrences(
@@ -326,13 +385,24 @@ def _rebound_unless_none(analysis: FileAnalysis, loop: Loop, key: str, read: ast
         if (
             isinstance(statement, ast.If)
             and _is_none_test(statement.test, key, ast.IsNot)
-            and any(
-                isinstance(small, ast.Assign) and any(key in _bound_names(t) for t in small.targets)
-                for small in statement.body
-            )
+            and _always_rebinds(statement.body, key)
         ):
             return True
     return False
+
+
+def _always_rebinds(block: list[ast.stmt], key: str) -> bool:
+    """Whether every path through `block` assigns `key` (`if isinstance(h, tuple): h = ...
+    else: h = h.detach()` counts)."""
+    return any(
+        (isinstance(small, ast.Assign) and any(key in _bound_names(t) for t in small.targets))
+        or (
+            isinstance(small, ast.If)
+            and _always_rebinds(small.body, key)
+            and _always_rebinds(small.orelse, key)
+        )
+        for small in block
+    )
 
 
 def _is_none_test(test: ast.expr, key: str, operator: type) -> bool:
@@ -386,6 +456,8 @@ def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
     ):
         return False  # `h.data`, `Variable(h.data)` (pre-0.4 code) detach too
     call = _argument_of(analysis, read)
+    if call is not None and _returns_detached(analysis, call):
+        return False  # `detach(states)` with `return [Variable(s.data) for s in states]`
     if call is not None:
         helper = _detach_helper(analysis)
         if isinstance(call.func, ast.Name) and helper is not None:
@@ -403,6 +475,52 @@ def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
         if isinstance(element, ast.Attribute) and element.attr in ("detach", "data"):
             return False
     return True
+
+
+def _returns_detached(analysis: FileAnalysis, call: ast.Call) -> bool:
+    """Whether `call` runs a one-parameter function of the file whose every `return` gives
+    its argument detached: `h.detach()`, `h.data`, or element-wise over it
+    (`[Variable(s.data).cuda() for s in h]`, `tuple(s.detach() for s in h)`)."""
+    if not isinstance(call.func, ast.Name) or len(call.args) != 1 or call.keywords:
+        return False
+    function = analysis.index.functions.get(call.func.id)
+    if function is None or len(function.args.args) != 1:
+        return False
+    parameter = function.args.args[0].arg
+    returns = [n for n in analysis.descendants(function) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        r.value is not None and _detached_form(r.value, parameter) for r in returns
+    )
+
+
+def _detached_form(expression: ast.expr, name: str) -> bool:
+    """`name.detach()` / `name.data` (inside `Variable(...)`, `.cuda()`, `.to(...)`), or a
+    comprehension over `name` whose element is such a form of its variable."""
+    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Name):
+        if expression.func.id in ("tuple", "list") and len(expression.args) == 1:
+            return _detached_form(expression.args[0], name)
+        if expression.func.id == "Variable" and expression.args:
+            return _detached_form(expression.args[0], name)
+    if isinstance(expression, (ast.ListComp, ast.GeneratorExp)):
+        (generator, *rest) = expression.generators
+        return (
+            not rest
+            and isinstance(generator.iter, ast.Name)
+            and generator.iter.id == name
+            and isinstance(generator.target, ast.Name)
+            and _detached_form(expression.elt, generator.target.id)
+        )
+    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute):
+        if expression.func.attr == "detach":
+            return isinstance(expression.func.value, ast.Name) and expression.func.value.id == name
+        if expression.func.attr in ("cuda", "cpu", "to"):
+            return _detached_form(expression.func.value, name)
+    return (
+        isinstance(expression, ast.Attribute)
+        and expression.attr == "data"
+        and isinstance(expression.value, ast.Name)
+        and expression.value.id == name
+    )
 
 
 def _is_method_receiver(analysis: FileAnalysis, read: ast.AST) -> bool:
@@ -471,6 +589,22 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if not reused_by_backward and not _feeds_back(analysis, carry):
         return None  # read once more, then dropped: no error and no growth
     why = stored.evidence or "it is computed from graph-attached values"
+    draw = _random_batches(analysis, carry)
+    if draw is not None:
+        return _CarryVerdict(
+            carry.key,
+            why,
+            reused_by_backward,
+            Tier.REPORT,
+            {},
+            "",
+            f" The batches it is carried across are random draws of the data set "
+            f"(`{analysis.code_of(draw, 60)}`, line {draw.lineno}), so the state links "  # type: ignore[attr-defined]
+            "unrelated sequences and detaching it would only hide the error: restructure, "
+            f"so that each batch starts from a fresh state (re-initialise `{carry.key}` at the "
+            "start of each forward, or do not pass it); detach it only if consecutive batches "
+            "continue one sequence.",
+        )
     if retained:
         # With another backward freeing the graph, `retain_graph` shares it with that one.
         return None if freeing else _retained_verdict(analysis, carry, why, retained)
@@ -480,6 +614,21 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if edit is None:
         return _CarryVerdict(carry.key, why, reused_by_backward, Tier.REPORT, {}, "")
     return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
+
+
+def _random_batches(analysis: FileAnalysis, carry: _Carry) -> ast.AST | None:
+    """For a state a module keeps between forward calls, what makes the batches of the
+    training loops that call it random draws (a shuffling loader, `torch.randperm`)."""
+    if carry.loop is not None or not in_forward(analysis, carry.store):
+        return None
+    info = analysis.class_of(analysis.scope_of(carry.store))
+    for call in analysis.module_calls(info):
+        for loop in analysis.enclosing_loops(call):
+            if analysis.loop_reaches_step(loop):
+                draw = analysis.training.draws_random_batches(loop, analysis.scope_of(loop))
+                if draw is not None:
+                    return draw
+    return None
 
 
 def _retained_verdict(
@@ -660,7 +809,8 @@ def _carry_finding(
         # The finding is where its fix is: a fix spread over several statements is left to
         # a person.
         first = verdicts[0].key
-        message += (
+        advice = "".join(v.caveat for v in verdicts if v.tier is Tier.REPORT)
+        message += advice or (
             f" Detach it at the top of each iteration (`{first} = {first}.detach()`, "
             "element-wise for tuples); gradfix cannot place that edit here."
         )
@@ -726,12 +876,15 @@ def _mentions_key(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
             return True
         if _carries_no_graph(analysis.value_of(statement.value)):
             return False  # `states = detach(states)`: the chain is cut here
-        names = [t for t in statement.targets if isinstance(t, ast.Name)]
-        if len(names) != 1:
+        # Every name the statement binds (`logits, value, state = policy(obs, state)`).
+        names = [n for t in statement.targets for n in _stored_names(t) if isinstance(n, ast.Name)]
+        if not names:
             return False
+        scope = analysis.scope_of(statement)
         later = [
             o
-            for o in analysis.occurrences(names[0].id, analysis.scope_of(statement))
+            for name in names
+            for o in analysis.occurrences(name.id, scope)
             if analysis.is_load(o)
             and analysis.index.start[o] > analysis.index.end[statement]
             and analysis.contains(carry.store, o)
@@ -759,7 +912,15 @@ def _repeats_with_backward(analysis: FileAnalysis, carry: _Carry) -> bool:
 
 
 def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
-    """Whether an instance of the carrying class is called in a loop that runs backward."""
+    """Whether an instance of the carrying class is called in a loop that runs backward, or
+    the carrying method (outside a forward) is called by code that trains."""
+    scope = analysis.scope_of(carry.store)
+    if (
+        isinstance(scope, FUNCTION_TYPES)
+        and not in_forward(analysis, carry.store)
+        and analysis.training.called_by_training_step(scope)
+    ):
+        return True
     backward_loops = {
         loop for call in analysis.backward_calls for loop in analysis.enclosing_loops(call)
     }
@@ -826,17 +987,30 @@ def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Re
 
 
 def _store_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Rewrite], str] | None:
-    """`.detach()` on the stored value, when it is one graph-attached tensor stored whole."""
+    """`.detach()` on the stored value, when it is one graph-attached tensor stored whole,
+    or element-wise when it is a name holding a tuple of tensors (`(h, c)`)."""
     store = carry.store
-    if (
-        carry.target is not store.targets[0]
-        or _stored_value(analysis, carry).kind is not Kind.TENSOR
-    ):
+    if carry.target is not store.targets[0]:
+        return None
+    stored = _stored_value(analysis, carry)
+    if stored.kind is Kind.TUPLE and isinstance(store.value, ast.Name) and _all_tensors(stored):
+        code = analysis.code_of(store.value)
+        name = _element_name(code)
+        if stored.cls is not None:  # a NamedTuple keeps its class
+            text = f"{stored.cls}(*({name}.detach() for {name} in {code}))"
+            return {store.value: _detached_named(stored.cls)}, text
+        return {store.value: _detached_tuple}, f"tuple({name}.detach() for {name} in {code})"
+    if stored.kind is not Kind.TENSOR:
         return None
     atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
     if len(atoms) != 1 or atoms[0] is not store.value:
         return None
     return {store.value: _detached}, _detached_text(analysis, store.value)
+
+
+def _all_tensors(value: Value) -> bool:
+    """Whether every element of a tuple is known to be a tensor (so each has `.detach()`)."""
+    return value.parts is not None and all(part.kind is Kind.TENSOR for part in value.parts)
 
 
 def _entry_value(analysis: FileAnalysis, carry: _Carry) -> Value:
@@ -1304,3 +1478,32 @@ def _unless_none(detached: Rewrite) -> Rewrite:
         )
 
     return rewrite
+
+
+# -- for `gradfix trace` --------------------------------------------------------------------
+def fix_at(
+    analysis: FileAnalysis, statement: ast.stmt, holders: frozenset[str]
+) -> dict[ast.AST, Rewrite]:
+    """The fix of `statement`, which `gradfix trace` saw store or read back a tensor of an
+    earlier training step, held by the names or `self` attributes `holders` (their source
+    text): what `check` writes for a carry or store it proves in `statement`, else `.detach()`
+    on each read of a holder there (`None if h is None else h.detach()` for a state the file
+    also sets to None). {} when no holder is read in `statement`."""
+    for finding in CarriedTensor().check(analysis):
+        if finding.replacements and all(
+            analysis.contains(statement, node) for node in finding.replacements
+        ):
+            return finding.replacements
+    replacements: dict[ast.AST, Rewrite] = {}
+    for node in ast.walk(statement):
+        if (
+            isinstance(node, (ast.Name, ast.Attribute))
+            and isinstance(node.ctx, ast.Load)
+            and analysis.code_of(node) in holders
+            and not _is_method_receiver(analysis, node)
+        ):
+            code = analysis.code_of(node)
+            may_be_none = re.search(rf"(?m)^\s*{re.escape(code)}\s*=\s*None\b", analysis.source)
+            detached = calling("detach")
+            replacements[node] = _unless_none(detached) if may_be_none else detached
+    return replacements

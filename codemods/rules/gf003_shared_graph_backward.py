@@ -26,11 +26,17 @@ it are zeroed (`zero_grad()` in the same block) between the two calls, and nothi
 reads their gradients before that.
 
 Backward calls in two methods of one class are paired through the class's own methods: a third
-method calling `self.a()` then `self.b()` in one block, both backpropagating through a `self`
-attribute that one other method, called before them, assigns a saving graph node
-(`judge_methods`); and through calls: a backward in a function of the file (a loss object's
-`__call__`), its roots followed with the arguments a call passes, paired with a later backward
-of the caller (`judge_calls`). Both are reported only: the roles are named, not proven.
+method calling `self.a()` then `self.b()` (in one block, or the second nested in a later
+statement), both backpropagating through graphs that `self` attributes cache, each bound by one
+other method that nothing between the two calls may run again (`judge_methods`). Rewritten when
+they certainly share a saving node and nothing between them may update parameters; reported
+when a step runs between them (pix2pix: detach in the discriminator's loss) or the sharing runs
+through a branch. Also through calls (`judge_calls`): a backward in a function of the file (a
+loss object's `__call__`), its roots followed with the arguments a call passes, paired with a
+later backward of the caller, is reported (the roles are named, not proven); a backward in the
+caller followed by a call of a function whose backward reaches the same saving node through
+what it is passed (a helper's penalty on the same features) is judged like two calls of one
+body.
 
 Rewrites every call but the last over the shared graph with `retain_graph=True` appended to its
 arguments (layout kept); in a loop, `retain_graph=i < len(losses) - 1` (with an index from
@@ -184,12 +190,16 @@ class SharedGraphBackward(Rule):
         "`G.zero_grad()`) clears the generator's gradients after its backward and before the "
         "generator's, with no step or read of them in between. Otherwise the generator's "
         "update uses what the discriminator loss left in it, and the graph is retained.\n\n"
-        "Backward calls in two methods of one class, called in order by a third, over a "
-        "value one of its methods caches in `self` (pix2pix: `forward()` sets `self.fake_B`, "
-        "`optimize_parameters()` calls `backward_D()` then `backward_G()`) are reported with "
-        "both methods named: `self.fake_B.detach()` in the discriminator's loss is the usual "
-        "fix. So is a backward inside a function or a loss object's `__call__` followed by "
-        "one in its caller through what the caller passed it.\n\n"
+        "Backward calls in two methods of one class, called in turn by a third, over a "
+        "graph another method caches in `self` (`forward()` sets `self.fake_B`, "
+        "`optimize_parameters()` calls `backward_D()` then `backward_G()`) get the same fix "
+        "when nothing between them updates parameters or runs `forward()` again; with the "
+        "discriminator's step between them (pix2pix) they are reported with both methods "
+        "named: `self.fake_B.detach()` in the discriminator's loss is the usual fix. A "
+        "backward followed by a call of a helper of the file that backpropagates a loss on "
+        "what it is passed (a penalty on the same features) is fixed like two calls in one "
+        "function; a backward inside a function or a loss object's `__call__` followed by "
+        "one in its caller through what the caller passed it is reported.\n\n"
         "Reported, not rewritten: any call between the two passes that may update "
         "parameters in place, an `optimizer.step()`, a two-step optimizer's `first_step()` "
         "(SAM), a function of the file that writes tensors in place (retaining would turn "
@@ -228,6 +238,7 @@ class SharedGraphBackward(Rule):
                 else:
                     finding = checker.judge(site, sites[position + 1 :])
                 if finding is not None:
+                    checker.reported.add(site.call)
                     yield finding
         for info in analysis.index.classes.values():
             yield from checker.judge_methods(info, by_scope)
@@ -332,6 +343,7 @@ class _Checker:
         self.provenance = provenance
         self._in_order: list[ast.AST] | None = None
         self._graphs: dict[tuple[ast.Call, bool], set[Origin]] = {}
+        self.reported: set[ast.Call] = set()  # backward calls that have their finding
 
     def judge(self, site: _Site, later: list[_Site]) -> RuleFinding | None:
         """The finding for `site`, given the backward calls after it in its scope."""
@@ -387,16 +399,23 @@ class _Checker:
         return None
 
     def judge_calls(self, by_scope: dict[ScopeNode, list[_Site]]) -> Iterator[RuleFinding]:
-        """A backward call inside a function of the file (a loss object's `__call__` that
-        steps the discriminator), then, after the call that ran it, a backward in the caller
-        through the graph of what the caller passed it: the first freed it."""
-        reported: set[ast.Call] = set()
+        """Backward calls split between a function of the file and its caller, over the
+        graph of what the caller passed it. A backward inside the function (a loss object's
+        `__call__` that steps the discriminator), then one in the caller after the call:
+        reported. A backward in the caller, then a later call of the function whose backward
+        reaches the same saving node through the arguments (a helper that backpropagates an
+        extra loss on the features it is given): rewritten like two calls of one body."""
+        reported = self.reported
         names = {scope.name for scope in by_scope if isinstance(scope, _FUNCTIONS)}
         for scope, partners in by_scope.items():
             callees = [
                 site for other, sites in by_scope.items() if other is not scope for site in sites
             ]
-            for call in self._calls_before(scope, partners, names):
+            calls = self._calls_into(scope, names)
+            last = self.analysis.index.start[partners[-1].call]
+            for call in calls:
+                if self.analysis.index.start[call] >= last:
+                    continue
                 for site in callees:
                     if site.call in reported or site.retains or site.inputs is not None:
                         continue
@@ -404,6 +423,11 @@ class _Checker:
                     if finding is not None:
                         reported.add(site.call)
                         yield finding
+            for call in calls:
+                finding = self._caller_first_finding(call, partners, callees, reported)
+                if finding is not None:
+                    reported.add(finding.node)  # type: ignore[arg-type]
+                    yield finding
 
     def _function_name(self, function: ScopeNode) -> str:
         """`AdversarialLoss.__call__` for a method, `d_step` for a function."""
@@ -413,16 +437,12 @@ class _Checker:
         prefix = f"{info.name}." if info is not None else ""
         return prefix + function.name
 
-    def _calls_before(
-        self, scope: ScopeNode, sites: list[_Site], names: set[str]
-    ) -> list[ast.Call]:
-        """The calls of `scope`'s own statements, before its last backward call, that may
-        run one of the functions `names`: by name, or an object's `__call__`."""
-        start = self.analysis.index.start
-        last = start[sites[-1].call]
+    def _calls_into(self, scope: ScopeNode, names: set[str]) -> list[ast.Call]:
+        """The calls of `scope`'s own statements that may run one of the functions `names`:
+        by name, or an object's `__call__` (provenance then checks where each call goes)."""
         calls = []
         for node in self.analysis.descendants(scope):
-            if type(node) is not ast.Call or start[node] >= last:  # nobody subclasses: `is`
+            if type(node) is not ast.Call:  # nobody subclasses: `is`
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else None
@@ -434,6 +454,69 @@ class _Checker:
             if named and self.analysis.scope_of(node) is scope:
                 calls.append(node)
         return calls
+
+    def _caller_first_finding(
+        self, call: ast.Call, sites: list[_Site], callees: list[_Site], reported: set[ast.Call]
+    ) -> RuleFinding | None:
+        """The finding for the caller's last backward before `call` whose graph a backward
+        inside the function `call` runs reaches again, with what `call` passes."""
+        earlier = [
+            site
+            for site in sites
+            if _runs_later(self.analysis, site.call, call)
+            and not site.retains
+            and site.call not in reported
+            and not _expects_error(self.analysis, call)
+        ]
+        for site in reversed(earlier):
+            for partner in callees:
+                if partner.retains or _expects_error(self.analysis, partner.call):
+                    continue
+                roots = [self.provenance.of_in_call(root, call) for root in partner.roots]
+                if not roots or None in roots:
+                    continue
+                runs = self._run_by(site)
+                certain = self._site_graph(site, True) & _graph(roots, True)  # type: ignore[arg-type]
+                saving = [
+                    node
+                    for node in certain
+                    if node.grad is Grad.ATTACHED and saves_tensors(node) and runs(node)
+                ]
+                if saving:
+                    return self._caller_first_message(site, call, partner, saving)
+        return None
+
+    def _caller_first_message(
+        self, site: _Site, call: ast.Call, partner: _Site, saving: list[Origin]
+    ) -> RuleFinding:
+        name = self._function_name(self.analysis.scope_of(partner.call))
+        shared = self._describe(self._closest_first(saving)[0])
+        other = (
+            f"{self._label(partner.call)} in {name}() (line {self._line(partner.call)}, run by "
+            f"{self._label(call)}, line {self._line(call)}, on what it is passed)"
+        )
+        between = [
+            *self._nodes_between(site.statement, call),
+            *self.analysis.descendants(call)[1:],
+            *self._lead_up_in_scope(partner.statement),
+        ]
+        update = self._first_update(between)
+        if update is not None:
+            message = (
+                f"{self._label(site.call)} and {other} both backpropagate through {shared}, "
+                f"and `{self._code(update)}` (line {self._line(update)}) updates parameters "
+                f"between them: `retain_graph=True` would only turn the {_TWICE_ERROR} error "
+                "into 'modified by an inplace operation' (pytorch/pytorch#39141). Recompute "
+                "what the second loss needs after the update, or move the step after the "
+                "last backward."
+            )
+            return RuleFinding(site.call, message, Tier.REPORT)
+        message = (
+            f"{self._label(site.call)} frees the saved tensors of {shared}, which {other} "
+            f"backpropagates through again: it raises {_TWICE_ERROR}. Pass "
+            "`retain_graph=True` here."
+        )
+        return RuleFinding(site.call, message, Tier.SAFE, {site.call: _retaining("True")})
 
     def _call_finding(
         self, site: _Site, call: ast.Call, partners: list[_Site]
@@ -470,24 +553,25 @@ class _Checker:
     def judge_methods(
         self, info: ClassInfo, by_scope: dict[ScopeNode, list[_Site]]
     ) -> Iterator[RuleFinding]:
-        """Backward calls in two methods of one class that a third calls in order
-        (`self.backward_D()` then `self.backward_G()`), over a graph cached in a `self`
-        attribute by a method called before them (`self.fake_B = self.netG(self.real_A)` in
-        `forward()`): the first frees it, the second fails. Reported: which call to change
-        depends on what the first method's loss is for."""
+        """Backward calls in two methods of one class that a third calls one after the other
+        (`self.backward_D()` then `self.backward_G()`, the second maybe under an `if`), over
+        graphs that `self` attributes cache (`self.fake_B = self.netG(self.real_A)` in
+        `forward()`): when the graphs of what the two read share a node that saves tensors,
+        the first frees it and the second fails. Rewritten when nothing between the two
+        backward calls may update parameters; reported otherwise (pix2pix: the
+        discriminator's step between them, `self.fake_B.detach()` is the usual fix)."""
         if sum(bool(by_scope.get(method)) for method in info.methods.values()) < 2:
             return
-        reported: set[ast.Call] = set()
-        for driver in info.methods.values():
+        for driver in dict.fromkeys(info.methods.values()):
             for first, second in self._method_calls_in_order(info, driver, by_scope):
                 site = by_scope[_self_method(first, info)][-1]  # type: ignore[index]
                 partner = by_scope[_self_method(second, info)][0]  # type: ignore[index]
-                if site.call in reported or site.retains or partner.retains:
+                if site.call in self.reported or site.retains or partner.retains:
                     continue
                 cached = self._cached_between(info, driver, first, second, site, partner)
                 if cached is not None:
-                    reported.add(site.call)
-                    yield self._methods_finding(site, partner, first, second, cached)
+                    self.reported.add(site.call)
+                    yield self._methods_finding(site, partner, first, second, *cached)
 
     def _method_calls_in_order(
         self,
@@ -495,8 +579,9 @@ class _Checker:
         driver: ast.FunctionDef | ast.AsyncFunctionDef,
         by_scope: dict[ScopeNode, list[_Site]],
     ) -> Iterator[tuple[ast.Call, ast.Call]]:
-        """Pairs of `self.<method>()` calls, one after the other in one block of `driver`,
-        of two other methods that each run a backward."""
+        """Pairs of `self.<method>()` calls of `driver`, of two other methods that each run a
+        backward, the second running after the first whenever both run: in the same block,
+        or nested in a later statement of the first's block."""
         calls = [
             call
             for call in self.analysis.descendants(driver)
@@ -507,8 +592,9 @@ class _Checker:
         ]
         for position, first in enumerate(calls):
             for second in calls[position + 1 :]:
-                same_block = _block_of(self.analysis, first) is _block_of(self.analysis, second)
-                if same_block and _self_method(first, info) is not _self_method(second, info):
+                if _self_method(first, info) is not _self_method(second, info) and _runs_later(
+                    self.analysis, first, second
+                ):
                     yield first, second
 
     def _cached_between(
@@ -519,88 +605,127 @@ class _Checker:
         second: ast.Call,
         site: _Site,
         partner: _Site,
-    ) -> ast.Assign | None:
-        """The assignment of a `self` attribute that both backward calls reach, made by a
-        method `driver` calls before `first` and not again before `second`, whose value holds
-        a graph node that saves tensors."""
-        for key in sorted(self._self_reads(site) & self._self_reads(partner)):
-            assignments = self._assignments(info, key[len("self.") :])
-            makers = {self.analysis.scope_of(assign) for assign in assignments}
-            if len(makers) != 1:
-                continue
-            maker = makers.pop()
-            if maker in (driver, self.analysis.scope_of(site.call)):
-                continue
-            if maker is self.analysis.scope_of(partner.call):
-                continue
-            calls = [
-                call
-                for call in self.analysis.descendants(driver)
-                if isinstance(call, ast.Call) and _self_method(call, info) is maker
-            ]
-            start = self.analysis.index.start
-            made_before = any(
-                start[call] < start[first]
-                and _block_of(self.analysis, call) is _block_of(self.analysis, first)
-                for call in calls
-            )
-            remade = any(start[first] < start[call] < start[second] for call in calls)
-            if made_before and not remade and all(map(self._holds_saved, assignments)):
-                return assignments[0]
-        return None
+    ) -> tuple[_Sharing, ast.AST | None] | None:
+        """What both backward calls reach through the graphs `self` attributes cache, and
+        the first call that may update parameters between them (None: nothing does). A read
+        attribute is followed when one other method (its maker) binds it and nothing
+        between the two backward calls may run that method again: both then read the value
+        of the same run, whichever it was."""
+        methods = {self.analysis.scope_of(site.call), self.analysis.scope_of(partner.call)}
+        excluded = methods | {driver}
+        between = [
+            *self._rest_of_scope(site.statement),
+            *self._nodes_between(first, second),
+            *self._lead_up_in_scope(partner.statement),
+        ]
+        graphs = []
+        for certain_only in (True, False):
+            graph_a, makers_a = self._graph_with_cached(info, site, excluded, certain_only)
+            graph_b, makers_b = self._graph_with_cached(info, partner, excluded, certain_only)
+            if not (makers_a or makers_b):
+                return None  # the two methods' own graphs: nothing cached in between
+            for maker in makers_a | makers_b:
+                if any(
+                    isinstance(call, ast.Call) and self.analysis.training.may_run(call, maker)
+                    for call in (first, second, *between)
+                ):
+                    return None
+            graphs.append(graph_a & graph_b)
+        certain, possible = graphs
+        sharing = self._verdict(site, certain, possible | certain)
+        if sharing.verdict is _Verdict.NOTHING:
+            return None
+        return sharing, self._first_update(between)
 
-    def _self_reads(self, site: _Site) -> set[str]:
-        """The `self` attributes a backward call's roots certainly reach but its method does
-        not bind (`self.fake_B` in `torch.cat((self.real_A, self.fake_B), 1)`)."""
+    def _graph_with_cached(
+        self, info: ClassInfo, site: _Site, excluded: set[ScopeNode], certain_only: bool
+    ) -> tuple[set[Origin], set[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """The graph `site` backpropagates through, with each `self` attribute its method
+        reads (and does not bind) followed to what its maker caches there, when one method
+        outside `excluded` binds it; and those makers."""
+        graph = set(self._site_graph(site, certain_only))
+        makers: set[ast.FunctionDef | ast.AsyncFunctionDef] = set()
+        for key in sorted(self._self_reads(site, certain_only)):
+            maker = self._maker(info, key[len("self.") :])
+            if maker is None or maker in excluded:
+                continue
+            cached = self.provenance.attribute_at_exit(maker, key)
+            if cached is not None:
+                makers.add(maker)
+                graph |= reachable_graph_nodes(cached, certain_only)
+        return graph, makers
+
+    def _maker(
+        self, info: ClassInfo, attribute: str
+    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The one method of the class (or of a class of the file it derives from) that
+        stores `self.<attribute>`."""
+        makers = {
+            self.analysis.scope_of(occurrence)
+            for owner in self.analysis.lineage(info.name)
+            for occurrence in self.analysis.self_attribute_occurrences(owner, attribute)
+            if not self.analysis.is_load(occurrence)
+        }
+        maker = makers.pop() if len(makers) == 1 else None
+        return maker if isinstance(maker, _FUNCTIONS) else None
+
+    def _self_reads(self, site: _Site, certain_only: bool) -> set[str]:
+        """The `self` attributes a backward call's roots reach (certainly, or possibly) but
+        its method does not bind (`self.fake_B` in `torch.cat((self.real_A, self.fake_B),
+        1)`)."""
         keys: set[str] = set()
         for root in self._roots(site):
-            for origin, _ in walk(root, certain_only=True):
+            for origin, _ in walk(root, certain_only=certain_only):
                 key = target_key(origin.expression) if origin.kind is OriginKind.UNKNOWN else None
                 if key is not None and key.startswith("self."):
                     keys.add(key)
         return keys
 
-    def _assignments(self, info: ClassInfo, attribute: str) -> list[ast.Assign]:
-        """Every assignment of `self.<attribute>` in the class; empty if any other store
-        (augmented, unpacked, annotated) binds it too."""
-        assignments: list[ast.Assign] = []
-        for occurrence in self.analysis.self_attribute_occurrences(info.name, attribute):
-            if self.analysis.is_load(occurrence):
-                continue
-            assign = self.analysis.parent(occurrence)
-            targeted = self.analysis.index.field.get(occurrence) == "targets"
-            if not isinstance(assign, ast.Assign) or not targeted:
-                return []
-            assignments.append(assign)
-        return assignments
-
-    def _holds_saved(self, assign: ast.Assign) -> bool:
-        """Whether the assigned value's graph certainly holds an attached node that saves."""
-        origin = self.provenance.of(assign.value)
-        return any(
-            node.grad is Grad.ATTACHED and saves_tensors(node)
-            for node in reachable_graph_nodes(origin, certain_only=True)
-        )
-
     def _methods_finding(
-        self, site: _Site, partner: _Site, first: ast.Call, second: ast.Call, cached: ast.Assign
+        self,
+        site: _Site,
+        partner: _Site,
+        first: ast.Call,
+        second: ast.Call,
+        sharing: _Sharing,
+        update: ast.AST | None,
     ) -> RuleFinding:
-        target = self._code(cached.targets[0])
-        maker = self._function_name(self.analysis.scope_of(cached))
         first_name = self._function_name(self.analysis.scope_of(site.call))
         second_name = self._function_name(self.analysis.scope_of(partner.call))
         driver = self._function_name(self.analysis.scope_of(first))
-        message = (
-            f"{self._label(site.call)} in {first_name}() and {self._label(partner.call)} in "
-            f"{second_name}() (line {self._line(partner.call)}) both backpropagate through "
-            f"`{target}`, which {maker}() caches (`{self._code(cached)}`, line "
-            f"{self._line(cached)}); {driver}() calls {first_name}() (line "
-            f"{self._line(first)}) before {second_name}() (line {self._line(second)}), so the "
-            f"second raises {_TWICE_ERROR}. If {first_name}() is the discriminator's step, use "
-            f"`{target}.detach()` in its loss; if it must send gradients into what made "
-            f"`{target}`, pass `retain_graph=True` to {self._label(site.call)}."
+        shared = self._describe(sharing.nodes[0])
+        order = (
+            f"{driver}() calls {first_name}() (line {self._line(first)}) before "
+            f"{second_name}() (line {self._line(second)})"
         )
-        return RuleFinding(site.call, message, Tier.REPORT)
+        call = f"{self._label(site.call)} in {first_name}()"
+        other = f"{self._label(partner.call)} in {second_name}() (line {self._line(partner.call)})"
+        if update is not None:
+            binding = self.provenance.binding_of(sharing.nodes[0])
+            detached = f"`{binding.key}.detach()`" if binding is not None else "a detached value"
+            message = (
+                f"{call} and {other} both backpropagate through {shared}; {order}, so the "
+                f"second raises {_TWICE_ERROR}, and `{self._code(update)}` (line "
+                f"{self._line(update)}) updates parameters between them. If {first_name}() is "
+                f"the discriminator's step, use {detached} in its loss; otherwise "
+                f"recompute what {second_name}() needs after the update, or move the step "
+                "after the last backward."
+            )
+            return RuleFinding(site.call, message, Tier.REPORT)
+        if sharing.verdict is _Verdict.UNSURE:
+            message = (
+                f"After {call}, {other} may backpropagate through {shared} again ({order}; "
+                f"{sharing.why_unsure}). If it raises {_TWICE_ERROR}, pass `retain_graph=True` "
+                "here."
+            )
+            return RuleFinding(site.call, message, Tier.REPORT)
+        message = (
+            f"{call} frees the saved tensors of {shared}, which {other} backpropagates through "
+            f"again: {order}, and nothing between them updates parameters or runs the method "
+            f"that caches it again, so the second raises {_TWICE_ERROR}. Pass "
+            "`retain_graph=True` here."
+        )
+        return RuleFinding(site.call, message, Tier.SAFE, {site.call: _retaining("True")})
 
     # -- sharing ----------------------------------------------------------------------------
     def _roots(self, site: _Site) -> list[Origin]:
@@ -718,6 +843,17 @@ class _Checker:
         first = bisect.bisect_left(self._in_order, start[block[0]], key=start.__getitem__)
         last = bisect.bisect_left(self._in_order, end[block[-1]], key=start.__getitem__)
         return self._in_order[first:last]
+
+    def _rest_of_scope(self, statement: ast.AST) -> list[ast.AST]:
+        """The nodes of `statement`'s function after it."""
+        index = self.analysis.index
+        return index.order[index.end[statement] : index.end[self.analysis.scope_of(statement)]]
+
+    def _lead_up_in_scope(self, statement: ast.AST) -> list[ast.AST]:
+        """The nodes of `statement`'s function body before it."""
+        index = self.analysis.index
+        body = self.analysis.scope_of(statement).body  # type: ignore[union-attr]
+        return index.order[index.start[body[0]] : index.start[statement]]
 
     def _first_update(self, nodes: list[ast.AST]) -> ast.AST | None:
         """The first parameter update (optimizer step, in-place write to a parameter)."""
@@ -1117,6 +1253,22 @@ def _block_of(analysis: FileAnalysis, node: ast.AST) -> list[ast.stmt] | None:
     return None
 
 
+def _runs_later(analysis: FileAnalysis, first: ast.AST, second: ast.AST) -> bool:
+    """Whether `second` runs after `first` whenever both run: it is in a later statement of
+    `first`'s block (in it, or nested inside it, as under an `if`)."""
+    block = _block_of(analysis, first)
+    if block is None:
+        return False
+    first_statement = next(statement for statement in block if analysis.contains(statement, first))
+    current: ast.AST | None = second
+    while current is not None:
+        if isinstance(current, ast.stmt) and any(current is statement for statement in block):
+            start = analysis.index.start
+            return start[current] > start[first_statement]
+        current = analysis.parent(current)
+    return False
+
+
 def _on_header_line(analysis: FileAnalysis, statement: ast.stmt) -> bool:
     """Whether the first statement of a block follows its header on the same line (`if x:
     y()`, LibCST's SimpleStatementSuite, no indented block of its own)."""
@@ -1499,3 +1651,26 @@ def _is_module_list(analysis: FileAnalysis, provenance: Provenance, node: ast.ex
         constructor is not None
         and analysis.qualified_name(constructor.func) == "torch.nn.ModuleList"
     )
+
+
+# -- for `gradfix trace` --------------------------------------------------------------------
+def fix_at(analysis: FileAnalysis, statement: ast.stmt, repeated: bool) -> dict[ast.AST, Rewrite]:
+    """The fix of the backward call in `statement`, which `gradfix trace` saw free a graph
+    that a later backward went through again, with nothing updating parameters between them:
+    `retain_graph=True`, or, for a backward that a loop repeats over one graph (`repeated`),
+    the loop condition `check` writes (`retain_graph=i < len(losses) - 1`). {} when the
+    statement holds no backward call gradfix can rewrite, or the loop's condition is beyond
+    it."""
+    sites = [
+        site
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call) and (site := _site(analysis, node)) is not None
+    ]
+    if len(sites) != 1 or sites[0].retains:
+        return {}
+    call = sites[0].call
+    if not repeated:
+        return {call: _retaining("True")}
+    loops = analysis.enclosing_loops(statement)
+    condition = _last_iteration_test(analysis, Provenance(analysis), loops[0]) if loops else None
+    return {call: _retaining(condition)} if condition is not None else {}

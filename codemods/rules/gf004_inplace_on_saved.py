@@ -11,7 +11,10 @@ one of its inputs (log, pow, `Linear`, a buffer multiplied with features that re
 the measured op table says. Backward then raises "one of the variables needed for gradient
 computation has been modified by an inplace operation". Not a tensor's write: an index that is
 a string (`out["gate"] = y`) and a sequence added in place (`feats += (y,)`), which no tensor
-takes.
+takes. A write into a function's parameter that runs on every call (`token += pos` first in a
+`forward(token)`) is also a write into what each of the file's calls passes: it is judged at
+each call against what the caller saved before it, ops inside the file's own functions and
+`forward`s it ran included (`self.dec_a(q)` whose layer norm saved `q`, then `self.dec_b(q)`).
 
 Safe when: the saving op ran in grad mode on inputs for which the table says it saves, the write
 runs after it with no backward in between (a write after the last backward is harmless), and the
@@ -22,13 +25,15 @@ parameter, and saves gradfix cannot undo with one edit are reported only: the fi
 
 Rewrites with the smallest edit: the out-of-place form at the write (`y = y + eps`,
 `y = y.clamp(min=0)`, `.masked_fill(...)`, `inplace=False`) when no other alias of the saved
-tensor is read afterwards; otherwise `.clone()` where the written alias is made: at the
-`.detach()` it was taken with (`d = y.detach().clone()`), at the op whose saved output it is
-(`y = torch.sigmoid(x).clone()`), or where the saving op reads a saved input
-(`q @ self.queue.T.clone()`). An in-place module called elsewhere too (or shared through a
-table) given a saving op's result directly gets a copy of it at that call
-(`self.act(torch.sigmoid(x).clone())`): its flag stays for its other callers. One finding per
-saved tensor, at the first write that breaks it.
+tensor is read afterwards (for a parameter: by the function, nor by any of the file's callers,
+which must all be known, after the call, but as the argument of another call whose write fails
+backward anyway; otherwise reported, naming what gradfix could not prove); otherwise `.clone()`
+where the written alias is made: at the `.detach()` it was taken with (`d =
+y.detach().clone()`), at the op whose saved output it is (`y = torch.sigmoid(x).clone()`), or
+where the saving op reads a saved input (`q @ self.queue.T.clone()`). An in-place module
+called elsewhere too (or shared through a table) given a saving op's result directly gets a
+copy of it at that call (`self.act(torch.sigmoid(x).clone())`): its flag stays for its other
+callers. One finding per saved tensor, at the first write that breaks it.
 """
 
 from __future__ import annotations
@@ -46,7 +51,14 @@ from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.provenance import Origin, OriginKind, Provenance, evaluated_in
+from codemods.analysis.provenance import (
+    CallSite,
+    Origin,
+    OriginKind,
+    Provenance,
+    evaluated_in,
+    walk,
+)
 from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
@@ -111,6 +123,7 @@ class WriteKind(Enum):
     METHOD = "in-place method"  # `y.add_(v)`
     FLAG = "inplace=True"  # `F.relu(y, inplace=True)`, `self.act(y)` with `inplace=True`
     OUT = "out= argument"  # `torch.exp(x, out=y)`
+    CALL = "call"  # `self.dec(q)`, whose body writes its parameter in place: judged at the call
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,8 @@ class _Alias:
 class _Saver:
     origin: Origin  # the op that saved the storage
     argument: ast.expr | None  # the input it saved; None when it saved its output
+    # the call of the file's own function whose body ran the op (`origin` is inside it), if any
+    within: ast.Call | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +186,12 @@ class InplaceOnSaved(Rule):
         "too (one `nn.ReLU(inplace=True)` used twice, or shared through a table of "
         "activations) keeps its flag: the call that overwrites a saved output gets a copy, "
         "`self.act(torch.sigmoid(x).clone())`.\n\n"
+        "A write into a function's parameter (`token += pos` in `forward(token)`, "
+        "`txt /= txt.norm(...)` in a helper) changes the tensor its caller passed: gradfix "
+        "judges it at each call of the file against what the caller saved before the call, "
+        "inside the file's own modules too (one decoder's layer norm saved `q`, a second "
+        "decoder called on `q` overwrites it). It rewrites out of place only when it sees "
+        "every call and no caller reads the tensor after it; otherwise it reports.\n\n"
         "Left alone: writes into dicts and sequences (`out['gate'] = y`, `feats += (y,)`), "
         "writes to outputs of ops that save nothing (`out += identity` after "
         "batch norm, `bn(x).relu_()`, add, cat, views of a sum), clones, values made under "
@@ -215,6 +236,7 @@ class _Checker:
         self._backwards: dict[ScopeNode, list[ast.AST]] = {}
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
+        self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
         # Whether some call of the file passes a literal `True` as `inplace`: a functional
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
@@ -520,21 +542,35 @@ class _Checker:
         for node in self._candidate_savers(write):
             if not self._saved_until(node, write, alias):
                 continue
-            origin = self.provenance.of(node)
-            if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
-                continue
-            op = saved_ops.op_saving(origin.key) if origin.key is not None else None
-            inputs = self._tensor_inputs(origin)
-            pattern = self._requires_grad(origin, op) if op is not None else None
-            if op is None or inputs is None or pattern is None:
-                continue
-            for position, (inner, argument) in enumerate(inputs):
-                resolved = self._resolve(inner)
-                if resolved is None or resolved.storage != alias.storage:
+            for origin, within in self._evaluated_ops(node):
+                if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
                     continue
-                if op.saves_input(position, pattern) and self._reaches_a_graph(node):
-                    savers.append(_Saver(origin, argument))
+                op = saved_ops.op_saving(origin.key) if origin.key is not None else None
+                inputs = self._tensor_inputs(origin)
+                pattern = self._requires_grad(origin, op) if op is not None else None
+                if op is None or inputs is None or pattern is None:
+                    continue
+                for position, (inner, argument) in enumerate(inputs):
+                    resolved = self._resolve(inner)
+                    if resolved is None or resolved.storage != alias.storage:
+                        continue
+                    if op.saves_input(position, pattern) and self._reaches_a_graph(node):
+                        savers.append(_Saver(origin, argument, within))
         return savers
+
+    def _evaluated_ops(self, node: ast.AST) -> list[tuple[Origin, ast.Call | None]]:
+        """What evaluating `node` runs: its own op and, for a call of the file's function that
+        provenance follows, the ops in that body on the way to what it returns (a `forward`'s
+        layer norm saves the forward's input), each with the call it ran in."""
+        top = self.provenance.of(node)  # type: ignore[arg-type]
+        if not isinstance(node, ast.Call) or top.expression is node:
+            return [(top, None)]
+        inside = [
+            origin
+            for origin, _ in walk(top, stop=lambda origin: origin.site is not node)
+            if origin.site is node and origin.kind in _GRAPH_OPS
+        ]
+        return [(origin, node) for origin in inside]
 
     def _candidate_savers(self, write: _Write) -> list[ast.AST]:
         """The ops of the write's scope that may still hold what they saved when it runs:
@@ -667,14 +703,26 @@ class _Checker:
             return RuleFinding(write.node, message, Tier.REPORT)
         output_saver = self._output_saver(write, alias)
         input_savers = self._input_savers(write, alias)
-        if output_saver is None and not input_savers:
-            return None
-        message = (
-            f"`{self._code(write.node)}` writes in place into "
-            f"{self._what_was_saved(output_saver, input_savers)} for backward: backward "
-            f"raises {_ERROR}."
-        )
-        fix = self._fix(write, alias, output_saver, input_savers)
+        if output_saver is not None or input_savers:
+            message = (
+                f"`{self._code(write.node)}` writes in place into "
+                f"{self._what_was_saved(output_saver, input_savers)} for backward: backward "
+                f"raises {_ERROR}."
+            )
+            fix = self._fix(write, alias, output_saver, input_savers)
+        else:
+            breaking = self._breaking_calls(write, alias)
+            if not breaking:
+                return None
+            site, saver = breaking[0]
+            output = saver if saver.argument is None else None
+            message = (
+                f"`{self._code(write.node)}` writes in place into what "
+                f"`{self._code(site.call)}` (line {site.call.lineno}) passes: "
+                f"{self._what_was_saved(output, [saver])} for backward before that call: "
+                f"backward raises {_ERROR}."
+            )
+            fix = self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
         scope = self.analysis.scope_of(write.node)
         if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
             # A name is no proof that nothing backpropagates through `generate()`, but it
@@ -686,6 +734,110 @@ class _Checker:
                 Tier.REPORT,
             )
         return RuleFinding(write.node, f"{message} {fix.advice}", fix.tier, fix.replacements)
+
+    # -- writes into what a caller passes --------------------------------------------------
+    def _written_parameter(self, write: _Write, alias: _Alias) -> tuple[ScopeNode, str] | None:
+        """The function and parameter whose passed tensor the write changes: the write's
+        storage is a parameter of its own function (`token += pos` in a `forward(token)`)."""
+        base = alias.base
+        if base.kind is not OriginKind.UNKNOWN or not isinstance(base.expression, ast.arg):
+            return None
+        function = self.analysis.scope_of(write.node)
+        if not isinstance(function, FUNCTION_TYPES) or base.expression not in (
+            *function.args.posonlyargs,
+            *function.args.args,
+            *function.args.kwonlyargs,
+        ):
+            return None
+        return function, base.expression.arg
+
+    def _breaking_calls(self, write: _Write, alias: _Alias) -> list[tuple[CallSite, _Saver]]:
+        """The calls of the write's function whose passed tensor an op of the caller saved
+        before the call, when the write runs on every call (a statement of the function's
+        body before any `return`): each call is then a write into the caller's tensor."""
+        written = self._written_parameter(write, alias)
+        if written is None or not self._runs_on_every_call(write, written[0]):
+            return []
+        function, parameter = written
+        breaking = []
+        for site in self.provenance.call_sites(function) or ():  # type: ignore[arg-type]
+            argument = site.arguments.get(parameter)
+            passed = self.alias_of(argument) if argument is not None else None
+            if argument is None or passed is None:
+                continue
+            at_call = _Write(site.call, argument, WriteKind.CALL, site.call)
+            if self.analysis.value_of(argument).kind in _NOT_TENSORS:
+                continue
+            saver = self._output_saver(at_call, passed)
+            savers = [saver] if saver is not None else self._input_savers(at_call, passed)
+            if savers:
+                breaking.append((site, savers[0]))
+        return breaking
+
+    def _runs_on_every_call(self, write: _Write, function: ScopeNode) -> bool:
+        """A statement of the function's own body (not under an `if` or a loop), with no
+        `return` or `raise` of the function before it."""
+        statement = self.provenance.statement_of(write.node)
+        if statement is None or self.analysis.parent(statement) is not function:
+            return False
+        start = self.analysis.index.start
+        return not any(
+            isinstance(node, (ast.Return, ast.Raise))
+            and self.analysis.scope_of(node) is function
+            and start[node] < start[statement]
+            for node in self.analysis.descendants(function)
+        )
+
+    def _callers_let_go(
+        self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
+    ) -> bool:
+        """Whether every call of the write's function passes a tensor its caller holds only
+        in local names and does not read after the call (but as the argument of one of the
+        `breaking` calls, whose write fails backward anyway): then the write's change is seen
+        by no one outside the function, and the out-of-place form keeps every value."""
+        written = self._written_parameter(write, alias)
+        if written is None or write.node in self._letting_go:
+            return False
+        function, parameter = written
+        sites = self.provenance.call_sites(function)  # type: ignore[arg-type]
+        if not sites:
+            return False  # callers gradfix cannot see may read it after the call
+        self._letting_go.add(write.node)
+        try:
+            for site in sites:
+                argument = site.arguments.get(parameter)
+                if argument is None:
+                    continue  # the parameter's default: no caller's tensor
+                passed = self.alias_of(argument)
+                at_call = _Write(site.call, argument, WriteKind.CALL, site.call)
+                if passed is None or not self._held_only_here(at_call, passed):
+                    return False
+                ignored = tuple(
+                    value
+                    for call in breaking
+                    if call is not site.call
+                    for other in sites
+                    if other.call is call
+                    for value in other.arguments.values()
+                )
+                if self._other_alias_read_after(at_call, passed, None, ignored):
+                    return False
+            return True
+        finally:
+            self._letting_go.discard(write.node)
+
+    def _fix_for_callers(self, write: _Write, alias: _Alias, breaking: list[ast.Call]) -> _Fix:
+        """Out of place at the write when no caller sees the change; else a copy at the call."""
+        out_of_place = self._out_of_place(write, alias, tuple(breaking))
+        if out_of_place is not None:
+            return out_of_place
+        shown = ", ".join(f"line {call.lineno}" for call in breaking)
+        return _Fix(
+            Tier.REPORT,
+            f"Compute it out of place, or pass a copy (`.clone()`) at the call ({shown}); "
+            "gradfix could not prove that no caller reads the tensor after the call.",
+            {},
+        )
 
     def _is_leaf(self, base: Origin) -> bool:
         """A tensor that requires grad and has no history: in-place writes to it outside
@@ -733,9 +885,14 @@ class _Checker:
         if output_saver is not None:
             return f"the output of `{self._op_name(output_saver.origin)}`, which it saved"
         saver = input_savers[0]
+        within = (
+            f" (in `{self._code(saver.within)}`, line {saver.within.lineno})"
+            if saver.within is not None
+            else ""
+        )
         return (
             f"`{self._code(saver.argument)}` (or what it is a view of), which "
-            f"`{self._code(saver.origin.expression)}` saved"
+            f"`{self._code(saver.origin.expression)}`{within} saved"
         )
 
     def _op_name(self, origin: Origin) -> str:
@@ -768,7 +925,7 @@ class _Checker:
             )
         if output_saver is not None:
             return self._clone_where_made(alias)
-        return self._clone_where_read(alias, input_savers)
+        return self._clone_where_read(write, alias, input_savers)
 
     def _writes_fresh_output(self, write: _Write, alias: _Alias) -> bool:
         """An in-place call given the saving op's result directly (`act(torch.sigmoid(x))`):
@@ -806,9 +963,12 @@ class _Checker:
             advice += f": `{module}` is called elsewhere too, and those calls"
         return _Fix(Tier.SAFE, advice + " keep working in place.", {write.target: _cloned})
 
-    def _out_of_place(self, write: _Write, alias: _Alias) -> _Fix | None:
+    def _out_of_place(
+        self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
+    ) -> _Fix | None:
         """`y = y + eps`, `y = y.clamp(...)`, `.masked_fill(...)`, `inplace=False`: only when
-        nothing reads the saved tensor through another alias afterwards."""
+        nothing reads the saved tensor through another alias afterwards (`breaking`: see
+        `_callers_let_go`)."""
         parent = self.analysis.parent(write.node)
         rebinds = write.kind is WriteKind.AUGMENTED or (
             write.kind is WriteKind.METHOD
@@ -816,7 +976,7 @@ class _Checker:
             and target_key(write.target) is not None
         )
         rebound = target_key(write.target) if rebinds else None
-        if not self._held_only_here(write, alias) or self._other_alias_read_after(
+        if not self._held_only_here(write, alias, breaking) or self._other_alias_read_after(
             write, alias, rebound
         ):
             return None
@@ -852,29 +1012,54 @@ class _Checker:
         advice = f"Use the out-of-place `.{func.attr[:-1]}(...)`."
         return _Fix(Tier.SAFE, advice, {func: _twin_method})
 
-    def _held_only_here(self, write: _Write, alias: _Alias) -> bool:
-        """Whether the saved tensor is made in the write's own scope and not stored into an
-        attribute or container there: then no caller or other method holds it, and what
-        this scope reads afterwards is all that sees the write."""
+    def _held_only_here(
+        self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
+    ) -> bool:
+        """Whether the saved tensor is made in the write's own scope (or passed for a
+        parameter by callers that let it go) and not stored into an attribute or container
+        there: then no caller or other method holds it, and what this scope reads afterwards
+        is all that sees the write."""
         base = alias.base
         scope = self.analysis.scope_of(write.node)
-        if base.kind not in (*_GRAPH_OPS, OriginKind.DATA) or base.site is None:
-            return False
-        if self.analysis.scope_of(base.site) is not scope:
+        if self._written_parameter(write, alias) is not None:
+            if not self._callers_let_go(write, alias, breaking):
+                return False
+        elif (
+            base.kind not in (*_GRAPH_OPS, OriginKind.DATA)
+            or base.site is None
+            or self.analysis.scope_of(base.site) is not scope
+        ):
             return False
         for node in self._nodes(scope):
-            if isinstance(node, ast.Assign) and any(_stores(t) for t in node.targets):
+            if isinstance(node, ast.Assign) and any(self._stores(t) for t in node.targets):
                 stored = self.alias_of(node.value)
                 if stored is not None and stored.storage == alias.storage:
                     return False
         return True
 
-    def _other_alias_read_after(self, write: _Write, alias: _Alias, rebound: str | None) -> bool:
+    def _stores(self, target: ast.expr) -> bool:
+        """Whether assigning to `target` keeps the value beyond the scope's local names: not
+        an index store into a tensor (`buf[:, i] = y`), which copies `y`'s values."""
+        if isinstance(target, ast.Subscript):
+            return self.analysis.value_of(target.value).kind is not Kind.TENSOR
+        key = target_key(target)
+        return key is None or key.startswith("self.")
+
+    def _other_alias_read_after(
+        self,
+        write: _Write,
+        alias: _Alias,
+        rebound: str | None,
+        ignored: tuple[ast.expr, ...] = (),
+    ) -> bool:
         """Whether a read after the write sees the saved tensor other than through the
-        write's own result (or the name the out-of-place form rebinds)."""
+        write's own result (or the name the out-of-place form rebinds), outside the
+        `ignored` expressions."""
         result = self.provenance.of(write.call) if write.call is not None else None
         for load in self._loads(self.analysis.scope_of(write.node)):
             if rebound is not None and target_key(load) == rebound:
+                continue
+            if any(self.analysis.contains(expression, load) for expression in ignored):
                 continue
             if not self._read_after(load, write, alias):
                 continue
@@ -894,10 +1079,13 @@ class _Checker:
             return False
         if order[load_statement] > order[write_statement]:
             return True
+        loop = self._common_loop(load, write.node)
         if load_statement is write_statement:
             index = self.analysis.index
-            return index.start[load] >= index.end[write.node]
-        loop = self._common_loop(load, write.node)
+            if index.start[load] >= index.end[write.node]:
+                return True
+            # Before the write in its statement: read again by the next iteration.
+            return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
         return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
 
     def _loads(self, scope: ScopeNode) -> list[ast.expr]:
@@ -941,8 +1129,21 @@ class _Checker:
             {expression: _cloned},
         )
 
-    def _clone_where_read(self, alias: _Alias, savers: list[_Saver]) -> _Fix:
+    def _clone_where_read(self, write: _Write, alias: _Alias, savers: list[_Saver]) -> _Fix:
         """Let each saving op save a copy: `q @ self.queue.T.clone()`."""
+        if self._written_parameter(write, alias) is not None:
+            return _Fix(
+                Tier.REPORT,
+                "Compute it out of place; gradfix could not prove that no caller reads the "
+                "tensor it passes after the call (then clone it where the op reads it).",
+                {},
+            )
+        if any(saver.within is not None for saver in savers):
+            return _Fix(
+                Tier.REPORT,
+                "Compute it out of place, or pass a copy (`.clone()`) to the call that saves it.",
+                {},
+            )
         if not self._clonable(alias):
             return _Fix(
                 Tier.REPORT,
@@ -1049,12 +1250,6 @@ def _is_atom(expression: ast.expr) -> bool:
 def _cut(code: str, limit: int = 80) -> str:
     """Cut as `FileAnalysis.code_of` cuts."""
     return code[: limit - 3] + "..." if len(code) > limit else code
-
-
-def _stores(target: ast.expr) -> bool:
-    """Whether assigning to `target` keeps the value beyond the scope's local names."""
-    key = target_key(target)
-    return key is None or key.startswith("self.")
 
 
 def _is_detach(origin: Origin) -> bool:
@@ -1169,3 +1364,41 @@ def _parenthesized(expression: cst.BaseExpression) -> cst.BaseExpression:
     if expression.lpar:
         return expression
     return expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+# -- for `gradfix trace` --------------------------------------------------------------------
+def fix_at(analysis: FileAnalysis, statement: ast.stmt) -> dict[ast.AST, Rewrite]:
+    """The fix of the in-place write in `statement`, which `gradfix trace` saw change a tensor
+    an op saved: what `check` writes for a write it proves in `statement`, else the
+    out-of-place form when nothing reads the saved tensor through another alias afterwards.
+    {} when neither applies (the clone then needs the saving op, which `check` must find)."""
+    checker = _Checker(analysis)
+    for finding in checker.findings():
+        if finding.replacements and analysis.contains(statement, finding.node):
+            return finding.replacements
+    for write in checker._writes():
+        if not analysis.contains(statement, write.node):
+            continue
+        alias = checker.alias_of(write.target)
+        fix = checker._out_of_place(write, alias) if alias is not None else None
+        if fix is not None and fix.replacements:
+            return fix.replacements
+    return {}
+
+
+def fix_inplace_module(
+    analysis: FileAnalysis, class_name: str
+) -> tuple[ast.AST | None, dict[ast.AST, Rewrite]]:
+    """For a write `gradfix trace` saw a module of class `class_name` make with its
+    `inplace=True` (inside `nn.Sequential`, or a layer called by attribute): the file's
+    constructor calls of that class that pass a literal `True` as `inplace`, the first one
+    and `inplace=False` on each (working out of place changes no value, only
+    memory). (None, {}) when the file constructs none."""
+    flags: dict[ast.AST, Rewrite] = {}
+    first: ast.AST | None = None
+    for call in analysis.index.calls_by_name.get(class_name, []):
+        flag = _flag_argument(call, analysis.qualified_name(call.func))
+        if flag is not None:
+            flags[flag] = _false
+            first = first or call
+    return first, flags

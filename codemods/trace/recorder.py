@@ -1,0 +1,745 @@
+"""The hooks `gradfix trace` runs a script under, and what they observe (imports torch).
+
+- A `TorchFunctionMode` sees every torch call from Python: each op's output node is tagged
+  (in the node's own `metadata` dict, so nothing is kept alive) with the user's line and the
+  step it was made in; an op that reads a tensor whose graph an earlier backward already went
+  through is a carried read; in-place ops (`add_`, `x[m] = 0`, `inplace=True`, `out=`) and
+  `Tensor.backward` / `torch.autograd.backward` / `torch.autograd.grad` pass through it too.
+- `saved_tensors_hooks` wraps every tensor an op saves with its version at that moment. An
+  in-place write that changes the version of a saved tensor is recorded with its line as the
+  write happens; when backward unpacks that tensor, the hook raises the error PyTorch would
+  (hooks turn PyTorch's own version check off), now naming both lines.
+- Optimizer step hooks count training steps and stop the script after N of them.
+- A line tracer on the user's own files watches the statements `stores` found: a graph
+  tensor such a statement stores that is still alive two optimizer steps later is kept.
+
+The user's line of an op is the innermost frame in a user file: under the script's folder,
+not in torch, site-packages or gradfix.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import sys
+import sysconfig
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.overrides import TorchFunctionMode
+from torch.utils.hooks import RemovableHandle
+
+from codemods.trace import stores
+from codemods.trace.observations import Kind, Observation, Place
+
+Stack = tuple[Place, ...]  # the user's frames of an op, outermost first
+
+# Keys of gradfix's records in a node's metadata: what op made it (`_NodeInfo`, on op outputs
+# only), and which backward last went through it and which one freed it (on every node).
+_META, _REACHED, _FREED = "gradfix", "gradfix.reached_by", "gradfix.freed_by"
+_GRAPH_WALK_LIMIT = 20_000  # nodes visited per walk: a bound on cost, far above toy graphs
+_TWICE = "Trying to backward through the graph a second time"
+_INPLACE = (
+    "one of the variables needed for gradient computation has been modified by an inplace operation"
+)
+_ADDITIONS = {"add", "__add__", "__radd__", "__iadd__", "add_"}
+_BACKWARDS = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
+
+
+class StopTracing(BaseException):
+    """Raised from an optimizer step hook once N steps ran: a BaseException, so that the
+    script's own `except Exception` does not swallow it."""
+
+
+@dataclass
+class _NodeInfo:
+    """What gradfix knows of one graph node (the op output it was made for)."""
+
+    stack: Stack
+    boundary: int  # backward passes and optimizer steps completed when it was made
+    steps: int  # optimizer steps completed when it was made
+
+
+@dataclass
+class _Backward:
+    stack: Stack
+    steps: int
+    parameter_writes: int  # the recorder's count when it ran
+    retains: bool
+    roots: tuple[int, ...]  # ids of the root nodes
+
+
+@dataclass
+class _Write:
+    stack: Stack
+    parameter_update: bool  # a leaf that requires grad written (an optimizer step, SAM)
+    module_class: str | None  # the torch module whose `inplace=True` made the write
+
+
+class _Saved:
+    """A tensor an op saved, its version then, and where: what the pack hook returns."""
+
+    __slots__ = ("__weakref__", "stack", "tensor", "version", "write")
+
+    def __init__(self, tensor: torch.Tensor, stack: Stack) -> None:
+        self.tensor = tensor
+        self.version = tensor._version
+        self.stack = stack
+        self.write: _Write | None = None
+
+
+@dataclass
+class _Read:
+    """A tensor from an earlier step read into a new graph."""
+
+    place: Place
+    tensor_stack: Stack
+    reader_stack: Stack
+    boundary: int  # when the tensor was made
+    freed: bool
+    steps_between: int
+    scalar: bool
+    addition: bool
+    loop_carried: bool  # the code that made it ran again before this read
+    holders: frozenset[str]  # the reading frame's names and `self.x` that hold the tensor
+
+
+@dataclass
+class _Store:
+    tensor: weakref.ref[torch.Tensor]
+    place: Place
+    receiver: int | None
+    steps: int
+    scalar: bool
+    holder: str  # the stored name or attribute chain, as written
+
+
+@dataclass
+class Recorder:
+    roots: tuple[Path, ...]  # folders whose files are the user's
+    stop_after: int  # optimizer steps; 0: never stop
+    observations: list[Observation] = field(default_factory=list)
+    boundary: int = 0
+    steps: int = 0
+    _optimizer_steps: dict[int, int] = field(default_factory=dict)
+    _in_step: int = 0
+    _user_files: dict[str, bool] = field(default_factory=dict)
+    _store_sites: dict[str, dict[int, stores.StoreSite]] = field(default_factory=dict)
+    _site_boundary: dict[Stack, int] = field(default_factory=dict)
+    _saved: dict[int, list[weakref.ref[_Saved]]] = field(default_factory=dict)
+    _stack_now: Stack = ()
+    _reads: dict[tuple[Place, Stack], _Read] = field(default_factory=dict)
+    _stores: list[_Store] = field(default_factory=list)
+    _kept: set[Place] = field(default_factory=set)
+    _seen: set[tuple[str, Place, str]] = field(default_factory=set)
+    # Whether the error the script raised (second backward, in-place) was traced to its
+    # cause; when not, the runner reports it where it was raised.
+    explained_error: bool = False
+    parameter_writes: int = 0  # in-place writes to leaves that require grad (any update)
+
+    # -- installing ---------------------------------------------------------------------------
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        handles: list[RemovableHandle] = [
+            register_optimizer_step_pre_hook(self._before_step),
+            register_optimizer_step_post_hook(self._after_step),
+        ]
+        previous_trace = sys.gettrace()
+        with ExitStack() as stack:
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack))
+            stack.enter_context(_Mode(self))
+            sys.settrace(self._trace_call)
+            threading.settrace(self._trace_call)
+            try:
+                yield
+            finally:
+                sys.settrace(previous_trace)
+                threading.settrace(previous_trace)  # type: ignore[arg-type]
+                for handle in handles:
+                    handle.remove()
+
+    def finish(self) -> None:
+        """At the end of the run: the carried reads become findings."""
+        self._check_kept()
+        for read in self._reads.values():
+            self._judge_read(read)
+
+    # -- the user's code ----------------------------------------------------------------------
+    def is_user(self, filename: str) -> bool:
+        """Whether `filename` is the user's code (under the script's folder, not a library)."""
+        known = self._user_files.get(filename)
+        if known is None:
+            known = _under_roots(filename, self.roots)
+            self._user_files[filename] = known
+        return known
+
+    def _frames(self, start: FrameType | None) -> list[FrameType]:
+        """The user's frames from `start` outwards, innermost first."""
+        frames = []
+        frame = start
+        while frame is not None:
+            if self.is_user(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        return frames
+
+    @staticmethod
+    def _stack_of(frames: list[FrameType]) -> Stack:
+        return tuple(Place(f.f_code.co_filename, f.f_lineno) for f in reversed(frames))
+
+    # -- ops -----------------------------------------------------------------------------------
+    def on_op(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        frames = self._frames(sys._getframe(2))
+        stack = self._stack_of(frames)
+        if func in _BACKWARDS:
+            return self._backward(func, args, kwargs, stack)
+        self._stack_now = stack
+        # The inputs' nodes before the call: an in-place op gives its tensor a new one.
+        inputs = [(t, t.grad_fn) for t in _tensors((args, kwargs))] if stack else []
+        result = func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if stack:
+            self._site_boundary[stack] = self.boundary
+            self._tag_outputs(result, inputs, stack, frames, name)
+            written = _written(name, args, kwargs)
+            if written:
+                self._on_writes(written, stack, _inplace_module(sys._getframe(2)))
+        return result
+
+    def _tag_outputs(
+        self,
+        result: Any,
+        inputs: list[tuple[torch.Tensor, Any]],
+        stack: Stack,
+        frames: list[FrameType],
+        name: str,
+    ) -> None:
+        outputs = [t for t in _tensors(result) if t.grad_fn is not None]
+        if not outputs:
+            return
+        for output in outputs:
+            metadata = output.grad_fn.metadata
+            if _META not in metadata:
+                metadata[_META] = _NodeInfo(stack, self.boundary, self.steps)
+        for tensor, node in inputs:
+            if node is None:
+                continue
+            info = node.metadata.get(_META)
+            if info is None or info.boundary == self.boundary:
+                continue
+            self._on_old_read(tensor, node, info, stack, frames, name)
+
+    def _on_old_read(
+        self,
+        tensor: torch.Tensor,
+        node: Any,
+        info: _NodeInfo,
+        stack: Stack,
+        frames: list[FrameType],
+        name: str,
+    ) -> None:
+        reached, freed = _reached(node)
+        if not reached:
+            return
+        place, holders = _reading_place(tensor, frames)
+        key = (place, info.stack)
+        if key in self._reads:
+            return
+        self._reads[key] = _Read(
+            place=place,
+            tensor_stack=info.stack,
+            reader_stack=stack,
+            boundary=info.boundary,
+            freed=freed,
+            steps_between=self.steps - info.steps,
+            scalar=tensor.numel() == 1,
+            addition=name in _ADDITIONS,
+            loop_carried=self._loop_carried(info.stack, stack, info.boundary),
+            holders=holders,
+        )
+
+    def _loop_carried(self, tensor_stack: Stack, reader_stack: Stack, boundary: int) -> bool:
+        """Whether the code that made the tensor ran again after it was made, past a backward
+        or a step: a value carried from one iteration of a loop to the next."""
+        return tensor_stack == reader_stack or self._site_boundary.get(tensor_stack, -1) > boundary
+
+    def _judge_read(self, read: _Read) -> None:
+        if not read.loop_carried:
+            return  # the same iteration's graph, reused: GF003 when a backward fails on it
+        if not read.freed and read.steps_between == 0:
+            return  # a retained graph and no step between: backpropagation through time
+        if read.place in self._kept:
+            return
+        rule = "GF001" if read.addition and read.scalar else "GF002"
+        made = _innermost(read.tensor_stack)
+        what = (
+            "its graph was freed by that backward, so the next backward through it fails"
+            if read.freed
+            else "the next backward goes back through every earlier step's graph"
+        )
+        message = (
+            f"Observed at run time: a tensor made at {made} in one training step is read "
+            f"here into the graph of a later step, after a backward went through it "
+            f"(backward through history): {what}, and each step's graph stays alive. "
+            "Detach it where it is carried into the next step."
+        )
+        facts = {f"holder:{code}" for code in read.holders}
+        self._observe(Observation(rule, Kind.CARRIED, read.place, message, frozenset(facts)))
+
+    # -- writes --------------------------------------------------------------------------------
+    def _on_writes(
+        self, written: list[torch.Tensor], stack: Stack, module_class: str | None
+    ) -> None:
+        for tensor in written:
+            if tensor.is_leaf and tensor.requires_grad:
+                self.parameter_writes += 1
+            records = self._saved.get(_storage(tensor))
+            if not records:
+                continue
+            parameter = tensor.is_leaf and tensor.requires_grad
+            alive = []
+            for reference in records:
+                record = reference()
+                if record is None:
+                    continue
+                alive.append(reference)
+                if record.write is None and record.tensor._version != record.version:
+                    record.write = _Write(stack, parameter or self._in_step > 0, module_class)
+            self._saved[_storage(tensor)] = alive
+
+    def _pack(self, tensor: torch.Tensor) -> _Saved:
+        record = _Saved(tensor, self._stack_now)
+        key = _storage(tensor)
+        if key:
+            self._saved.setdefault(key, []).append(weakref.ref(record))
+        return record
+
+    def _unpack(self, record: _Saved) -> torch.Tensor:
+        tensor = record.tensor
+        if tensor._version != record.version:
+            self._on_modified(record)
+            raise RuntimeError(
+                f"{_INPLACE}: [{tensor.type()} {list(tensor.shape)}] is at version "
+                f"{tensor._version}; expected version {record.version} instead "
+                "(reported by gradfix trace)."
+            )
+        return tensor
+
+    def _on_modified(self, record: _Saved) -> None:
+        saved_at = _innermost(record.stack)
+        write = record.write
+        if write is None:
+            return  # written where gradfix cannot see (through `.data`, or untraced code)
+        if write.parameter_update:
+            if any(r.loop_carried for r in self._reads.values()):
+                self.explained_error = True
+                return  # a carried graph met the updated weights: the carried read says so
+            message = (
+                f"Observed at run time: this parameter update changes a weight that the graph "
+                f"saved at {saved_at} still needs, and a later backward goes through that "
+                "graph (its first backward retained it): PyTorch raises 'modified by an "
+                "inplace operation' (pytorch/pytorch#39141). retain_graph=True is no fix: move "
+                "the step after the last backward, or recompute the second loss after the "
+                "step."
+            )
+            place = _innermost(write.stack)  # the step's call, or the update's own line
+            self._observe(Observation("GF003", Kind.STEP_BETWEEN, place, message, raised=True))
+            return
+        message = (
+            f"Observed at run time: this in-place write changes a tensor that the op at "
+            f"{saved_at} saved for backward; backward raises 'modified by an inplace "
+            "operation'. Compute it out of place, or clone the tensor before the write."
+        )
+        place = _innermost(write.stack)
+        facts = frozenset({f"module:{write.module_class}"} if write.module_class else ())
+        self._observe(Observation("GF004", Kind.INPLACE, place, message, facts, raised=True))
+
+    # -- backward ------------------------------------------------------------------------------
+    def _backward(self, func: Callable, args: tuple, kwargs: dict, stack: Stack) -> Any:
+        roots, retains = _backward_arguments(func, args, kwargs)
+        root_nodes = [root.grad_fn for root in roots if root.grad_fn is not None]
+        roots_ids = tuple(id(n) for n in root_nodes)
+        this = _Backward(stack, self.steps, self.parameter_writes, retains, roots_ids)
+        earlier = _mark(root_nodes, this)
+        try:
+            result = func(*args, **kwargs)
+        except RuntimeError as error:
+            if _TWICE in str(error) and earlier is not None:
+                self._on_freed(this, earlier, root_nodes)
+            raise
+        self.boundary += 1
+        return result
+
+    def _on_freed(self, this: _Backward, earlier: _Backward, root_nodes: list[Any]) -> None:
+        here = _innermost(this.stack)
+        there = _innermost(earlier.stack)
+        if any(r.loop_carried and r.freed for r in self._reads.values()):
+            self.explained_error = True
+            return  # a graph carried across steps: the carried read is the finding
+        if set(this.roots) & set(earlier.roots):
+            message = (
+                f"Observed at run time: this backward runs again over the loss the backward "
+                f"at {there} already backpropagated, whose graph it freed: PyTorch raises "
+                f"'{_TWICE}'. retain_graph=True would only add the same gradients twice: "
+                "restructure so that each loss is backpropagated once (remove the duplicate "
+                "backward)."
+            )
+            self._observe(Observation("GF003", Kind.DUPLICATE, here, message, raised=True))
+            return
+        reused = [
+            r for r in self._reads.values() if r.freed and r.steps_between and not r.loop_carried
+        ]
+        updated = this.parameter_writes != earlier.parameter_writes
+        if reused or this.steps != earlier.steps or updated:
+            read = reused[0] if reused else None
+            place = read.place if read is not None else here
+            made = _innermost(read.tensor_stack) if read is not None else there
+            message = (
+                f"Observed at run time: the backward at {there} freed the graph of the tensor "
+                f"made at {made}; an optimizer step ran, then this line reads it again for "
+                f"the backward at {here}, which raises '{_TWICE}'. retain_graph=True would "
+                "only turn this into 'modified by an inplace operation' (the step changed "
+                "the weights the graph saved): recompute it after the step (in a GAN, "
+                "`D(fake.detach())`; with SAM, a fresh forward)."
+            )
+            self._observe(Observation("GF003", Kind.REUSED_AFTER_STEP, place, message, raised=True))
+            return
+        message = (
+            f"Observed at run time: this backward frees the graph that the backward at {here} "
+            f"goes through again, which raises '{_TWICE}'. Pass `retain_graph=True` here "
+            "(or backpropagate the sum of both losses once)."
+        )
+        facts = frozenset({"repeated"}) if here == there else frozenset()
+        self._observe(Observation("GF003", Kind.FREED, there, message, facts, raised=True))
+
+    # -- optimizer steps -----------------------------------------------------------------------
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._in_step += 1
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._in_step -= 1
+        count = self._optimizer_steps.get(id(optimizer), 0) + 1
+        self._optimizer_steps[id(optimizer)] = count
+        self.boundary += 1
+        if count > self.steps:
+            self.steps = count
+            self._check_kept()
+            if self.stop_after and self.steps >= self.stop_after:
+                raise StopTracing
+
+    # -- kept tensors ----------------------------------------------------------------------
+    def _trace_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if event != "call" or not self.is_user(frame.f_code.co_filename):
+            return None
+        if not self._sites_of(frame.f_code.co_filename):
+            return None
+        return self._trace_line
+
+    def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if event == "line":
+            site = self._store_sites[frame.f_code.co_filename].get(frame.f_lineno)
+            if site is not None:
+                self._on_store(frame, site)
+        return self._trace_line
+
+    def _sites_of(self, filename: str) -> dict[int, stores.StoreSite]:
+        sites = self._store_sites.get(filename)
+        if sites is None:
+            try:
+                source = Path(filename).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                source = ""
+            sites = stores.store_sites(source)
+            self._store_sites[filename] = sites
+        return sites
+
+    def _on_store(self, frame: FrameType, site: stores.StoreSite) -> None:
+        if frame.f_code.co_name == "forward":
+            return  # a forward's lists are its outputs: kept only if its caller keeps them
+        receiver = stores.read(frame, site.receiver) if site.receiver else None
+        place = Place(frame.f_code.co_filename, frame.f_lineno)
+        for path in site.operands:
+            value = stores.read(frame, path)
+            for tensor in _tensors(value):
+                if tensor.grad_fn is None:
+                    continue
+                self._stores.append(
+                    _Store(
+                        weakref.ref(tensor),
+                        place,
+                        None if receiver is None else id(receiver),
+                        self.steps,
+                        tensor.numel() == 1,
+                        # only a tensor stored as itself can take `.detach()` where stored
+                        ".".join(path) if value is tensor else "",
+                    )
+                )
+
+    def _check_kept(self) -> None:
+        """Tensors stored two optimizer steps ago and still alive: kept, with their graph,
+        beyond the step that made them (one step is not enough: the last step's values are
+        still bound to the loop's names)."""
+        horizon = self.steps - 2
+        due = [s for s in self._stores if s.steps <= horizon]
+        if not due:
+            return
+        self._stores = [s for s in self._stores if s.steps > horizon]
+        by_tensor: dict[int, list[_Store]] = {}
+        tensors: dict[int, torch.Tensor] = {}
+        for store in due:
+            tensor = store.tensor()
+            if tensor is None or store.place in self._kept:
+                continue
+            by_tensor.setdefault(id(tensor), []).append(store)
+            tensors[id(tensor)] = tensor
+        places: dict[Place, _Store] = {}
+        places_holders: dict[Place, list[_Store]] = {}
+        for key, candidates in by_tensor.items():
+            holders = _holders(tensors[key])
+            # Only the statement that stored it into what still holds it (not a list the
+            # forward builds and drops, whose tensors something else keeps).
+            matching = [s for s in candidates if s.receiver in holders]
+            for store in matching:
+                places.setdefault(store.place, store)
+                places_holders.setdefault(store.place, []).append(store)
+        for place, store in places.items():
+            self._kept.add(place)
+            rule = "GF001" if store.scalar else "GF002"
+            message = (
+                "Observed at run time: the graph-attached tensor stored here is still alive "
+                "two optimizer steps later, and with it its autograd graph (only kept: memory "
+                "grows with every step). Store it detached (`.detach()`, or `.item()` for a "
+                "number)."
+            )
+            holders = frozenset(f"holder:{s.holder}" for s in places_holders[place] if s.holder)
+            self._observe(Observation(rule, Kind.KEPT, place, message, holders))
+
+    def _observe(self, observation: Observation) -> None:
+        key = (observation.rule, observation.place, observation.kind.value)
+        self.explained_error |= observation.raised
+        if key not in self._seen:
+            self._seen.add(key)
+            self.observations.append(observation)
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") == "__get__":  # attribute reads: `x.grad_fn`, `x.T`
+            return func(*args, **kwargs)
+        return self.recorder.on_op(func, args, kwargs)
+
+
+# -- helpers --------------------------------------------------------------------------------
+_LIBRARY_PATHS = tuple(
+    {
+        str(Path(p).resolve())
+        for key in ("purelib", "platlib", "stdlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
+_GRADFIX = str(Path(__file__).resolve().parent.parent)
+
+
+def _under_roots(filename: str, roots: tuple[Path, ...]) -> bool:
+    if filename.startswith("<"):
+        return False
+    resolved = str(Path(filename).resolve())
+    if resolved.startswith(_LIBRARY_PATHS) or resolved.startswith(_GRADFIX):
+        return False
+    return any(resolved.startswith(str(root) + "/") for root in roots)
+
+
+def _tensors(value: Any, depth: int = 3) -> Iterator[torch.Tensor]:
+    """The tensors in `value`: itself, or inside tuples, lists and dicts (a few levels)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth and isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item, depth - 1)
+    elif depth and isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item, depth - 1)
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+_INPLACE_DUNDERS = {
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+    "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__setitem__",
+}  # fmt: skip
+
+
+def _written(name: str, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors an op writes in place."""
+    written: list[torch.Tensor] = []
+    in_place = name in _INPLACE_DUNDERS or (
+        name.endswith("_") and not name.startswith("__") and not name.endswith("__")
+    )
+    if (in_place or kwargs.get("inplace") is True) and args:
+        written.extend(_tensors(args[0], depth=1))
+    out = kwargs.get("out")
+    if out is not None:
+        written.extend(_tensors(out, depth=1))
+    return written
+
+
+def _inplace_module(frame: FrameType | None) -> str | None:
+    """The class of the torch module working in place (`nn.ReLU(inplace=True)`) whose own code
+    made the current op, if one did: the first `self` with `inplace` set, in the library frames
+    the op was called from."""
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.Module):
+            return type(owner).__name__ if getattr(owner, "inplace", False) is True else None
+        frame = frame.f_back
+    return None
+
+
+def _reached(node: Any) -> tuple[bool, bool]:
+    """Whether a backward went through `node`'s graph, and whether one freed part of it."""
+    reached = freed = False
+    stack, seen = [node], {id(node)}
+    while stack and len(seen) < _GRAPH_WALK_LIMIT:
+        current = stack.pop()
+        metadata = current.metadata
+        if _REACHED in metadata:
+            reached = True
+            if _FREED in metadata:
+                return True, True
+        for child, _ in current.next_functions:
+            if child is not None and id(child) not in seen and not _is_leaf_node(child):
+                seen.add(id(child))
+                stack.append(child)
+    return reached, freed
+
+
+def _is_leaf_node(node: Any) -> bool:
+    """A parameter's (or another leaf's) gradient accumulator: shared by every graph that
+    uses the leaf, so it says nothing about which step a graph belongs to."""
+    return type(node).__name__ == "AccumulateGrad"
+
+
+def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
+    """Mark the nodes `backward` goes through; the earlier backward that freed one of them,
+    if any."""
+    earlier = None
+    stack, seen = list(root_nodes), {id(n) for n in root_nodes}
+    while stack and len(seen) < _GRAPH_WALK_LIMIT:
+        current = stack.pop()
+        metadata = current.metadata
+        freed_by = metadata.get(_FREED)
+        if freed_by is not None and earlier is None:
+            earlier = freed_by
+        metadata[_REACHED] = backward
+        if not backward.retains and freed_by is None:
+            metadata[_FREED] = backward
+        for child, _ in current.next_functions:
+            if child is not None and id(child) not in seen and not _is_leaf_node(child):
+                seen.add(id(child))
+                stack.append(child)
+    return earlier
+
+
+def _backward_arguments(
+    func: Callable, args: tuple, kwargs: dict
+) -> tuple[list[torch.Tensor], bool]:
+    """The tensors a backward call differentiates, and whether it keeps their graph."""
+    if func is torch.Tensor.backward:
+        roots = list(_tensors(args[0], depth=0)) if args else []
+        retain, create = (
+            _argument(args, kwargs, 2, "retain_graph"),
+            _argument(args, kwargs, 3, "create_graph"),
+        )
+    elif func is torch.autograd.backward:
+        roots = list(_tensors(_argument(args, kwargs, 0, "tensors")))
+        retain, create = (
+            _argument(args, kwargs, 2, "retain_graph"),
+            _argument(args, kwargs, 3, "create_graph"),
+        )
+    else:
+        roots = list(_tensors(_argument(args, kwargs, 0, "outputs")))
+        retain, create = (
+            _argument(args, kwargs, 3, "retain_graph"),
+            _argument(args, kwargs, 4, "create_graph"),
+        )
+    retains = bool(retain) if retain is not None else bool(create)
+    return roots, retains
+
+
+def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    return args[position] if position < len(args) else None
+
+
+def _innermost(stack: Stack) -> Place:
+    return stack[-1] if stack else Place("<unknown>", 0)
+
+
+def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place, frozenset[str]]:
+    """Where a tensor is read: the innermost user frame, or, while the tensor came in as an
+    argument of that frame's function, its caller's line (the fix goes where it is passed);
+    and the names and `self` attributes that hold it there."""
+    chosen = frames[0] if frames else None
+    for frame, caller in itertools.pairwise(frames):
+        if not _is_argument(tensor, frame):
+            break
+        chosen = caller
+    if chosen is None:
+        return Place("<unknown>", 0), frozenset()
+    holders = {name for name, value in chosen.f_locals.items() if value is tensor}
+    owner = chosen.f_locals.get("self")
+    attributes = getattr(owner, "__dict__", None) if owner is not None else None
+    if isinstance(attributes, dict):
+        holders |= {f"self.{name}" for name, value in attributes.items() if value is tensor}
+    return Place(chosen.f_code.co_filename, chosen.f_lineno), frozenset(holders)
+
+
+def _is_argument(tensor: torch.Tensor, frame: FrameType) -> bool:
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount
+    names = code.co_varnames[:count]
+    local = frame.f_locals
+    return any(
+        any(t is tensor for t in _tensors(local.get(name), depth=2))
+        for name in names
+        if name != "self"
+    )
+
+
+def _holders(tensor: torch.Tensor) -> set[int]:
+    """The ids of what holds `tensor`, and of what holds those, two levels out (an object
+    whose `__dict__` holds a list that holds it)."""
+    level = [r for r in gc.get_referrers(tensor) if isinstance(r, (list, dict, tuple))]
+    ids = {id(r) for r in level}
+    for _ in range(2):  # a list in a dict in an object's `__dict__`
+        outer = [
+            o
+            for holder in level
+            for o in gc.get_referrers(holder)
+            if isinstance(o, (list, dict, tuple)) or hasattr(o, "__dict__")
+        ]
+        ids |= {id(o) for o in outer}
+        level = [o for o in outer if isinstance(o, (list, dict, tuple))]
+    return ids

@@ -1,0 +1,130 @@
+"""The statements of the user's code that may keep a tensor beyond its step, found in the
+source: appends and other method calls given a value (`losses.append(loss)`,
+`meter.update(loss)`), attribute and index stores (`self.h = h`, `bank[i] = f`) and augmented
+assignments (`total += loss`).
+
+The line tracer reads, just before such a statement runs, the values it is about to store, and
+the object it stores them into. Only names and attribute chains (`loss`, `self.hidden`) are
+read, from the frame's variables and objects' own `__dict__`, so that watching never runs the
+user's code (no call, no property, no `__getattr__`).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+
+Chain = tuple[str, ...]  # `self.hidden` as ("self", "hidden")
+
+
+@dataclass(frozen=True)
+class StoreSite:
+    operands: tuple[Chain, ...]  # what it stores
+    receiver: Chain | None  # what it stores into
+
+
+def store_sites(source: str) -> dict[int, StoreSite]:
+    """Each store statement's first line, and what it stores; {} for a file that does not
+    parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    sites: dict[int, StoreSite] = {}
+    for node in ast.walk(tree):
+        site = _site(node)
+        if site is not None and site.operands:
+            sites[node.lineno] = site  # type: ignore[attr-defined]
+    return sites
+
+
+def _site(node: ast.AST) -> StoreSite | None:
+    if isinstance(node, ast.AugAssign):
+        return StoreSite(tuple(_paths(node.value)), _path(_container(node.target)))
+    if isinstance(node, ast.Assign):
+        stored = [t for t in node.targets if isinstance(t, (ast.Attribute, ast.Subscript))]
+        if not stored:
+            return None
+        return StoreSite(tuple(_paths(node.value)), _path(_container(stored[0])))
+    if (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+    ):
+        call = node.value
+        values = [*call.args, *(keyword.value for keyword in call.keywords)]
+        operands = [path for value in values for path in _paths(value)]
+        return StoreSite(tuple(operands), _path(_container(call.func.value)))  # type: ignore[attr-defined]
+    return None
+
+
+def _paths(value: ast.expr) -> Iterator[Chain]:
+    """The names and attribute chains `value` stores as they are: itself, or the items of a
+    literal tuple, list or dict (`(h, c)`, `{"loss": loss}`)."""
+    if isinstance(value, ast.Starred):
+        value = value.value
+    if isinstance(value, (ast.Tuple, ast.List)):
+        for element in value.elts:
+            yield from _paths(element)
+    elif isinstance(value, ast.Dict):
+        for element in value.values:
+            yield from _paths(element)
+    else:
+        path = _path(value)
+        if path is not None:
+            yield path
+
+
+def _container(target: ast.expr) -> ast.expr:
+    """`acc` for `acc[k]` and `acc[k][j]`; `self` for `self.h`."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(target, ast.Attribute) and isinstance(target.ctx, ast.Store):
+        return target.value
+    return target
+
+
+def _path(node: ast.expr) -> Chain | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return tuple(reversed(parts))
+
+
+_MISSING = object()
+
+
+def read(frame: FrameType, path: Chain) -> object:
+    """The value of `path` in `frame`, without running any of the user's code; `None` when it
+    cannot be read that way."""
+    value = frame.f_locals.get(path[0], _MISSING)
+    if value is _MISSING:
+        value = frame.f_globals.get(path[0], _MISSING)
+    for attribute in path[1:]:
+        if value is _MISSING:
+            break
+        value = _own_attribute(value, attribute)
+    return None if value is _MISSING else value
+
+
+def _own_attribute(value: object, attribute: str) -> object:
+    """`value.attribute` from the object's `__dict__`, or from the registries a torch module
+    keeps there (submodules, buffers, parameters)."""
+    namespace = (
+        getattr(value, "__dict__", None) if getattr(type(value), "__dictoffset__", 0) else None
+    )
+    if not isinstance(namespace, dict):
+        return _MISSING
+    found = namespace.get(attribute, _MISSING)
+    for registry in ("_modules", "_buffers", "_parameters"):
+        if found is not _MISSING:
+            break
+        held = namespace.get(registry)
+        found = held.get(attribute, _MISSING) if isinstance(held, dict) else _MISSING
+    return found

@@ -1,0 +1,115 @@
+"""`gradfix trace`: each rule's trace case run in a real subprocess under CPU torch, its finding,
+its line and the fixed file; the script's own exceptions; no torch needed outside `trace`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from codemods.commands import app
+
+CASES = Path(__file__).parent / "trace_cases"
+ROOT = Path(__file__).resolve().parent.parent
+# The rule, the line the finding is reported at, and (GF003) the other line it names.
+EXPECTED = {
+    "GF001": (14, None),  # total += loss
+    "GF002": (11, None),  # out, hidden = rnn(x, hidden)
+    "GF003": (13, "line 14"),  # loss_a.backward(), then loss_b.backward()
+    "GF004": (9, "line 8"),  # gate[gate < 0.3] = 0.0, after sigmoid saved gate
+}
+
+_GRADFIX = "import sys; from codemods.cli import main; sys.argv[0] = 'gradfix'; main()"
+
+pytest.importorskip("torch")
+
+
+def _trace(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", _GRADFIX, "trace", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=240,
+    )
+
+
+@pytest.mark.parametrize("rule", sorted(EXPECTED))
+def test_trace_fixes_each_rule(rule: str, tmp_path: Path) -> None:
+    shutil.copy(CASES / rule / "before.py", tmp_path / "before.py")
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    line, _ = EXPECTED[rule]
+    assert completed.returncode == 1, completed.stderr
+    assert f"before.py:{line}: {rule} fixed" in completed.stdout, completed.stdout
+    fixed = (tmp_path / "before.py").read_text(encoding="utf-8")
+    assert fixed == (CASES / rule / "after.py").read_text(encoding="utf-8")
+
+
+def test_trace_fix_is_idempotent(tmp_path: Path) -> None:
+    shutil.copy(CASES / "GF003" / "after.py", tmp_path / "train.py")
+    completed = _trace("--fix", "train.py", cwd=tmp_path)  # the fixed script runs clean
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert (tmp_path / "train.py").read_bytes() == (CASES / "GF003" / "after.py").read_bytes()
+
+
+def test_trace_json_names_the_lines_without_changing_the_file(tmp_path: Path) -> None:
+    for rule in ("GF003",):
+        shutil.copy(CASES / rule / "before.py", tmp_path / f"{rule}.py")
+        completed = _trace("--format", "json", f"{rule}.py", cwd=tmp_path)
+        assert completed.returncode == 1, completed.stderr
+        (finding,) = json.loads(completed.stdout)
+        line, other = EXPECTED[rule]
+        assert (finding["rule"], finding["line"], finding["tier"]) == (rule, line, "confirmed")
+        assert other in finding["message"]
+        assert finding["fix"]["edits"]
+        before = (CASES / rule / "before.py").read_bytes()
+        assert (tmp_path / f"{rule}.py").read_bytes() == before
+
+
+def test_an_exception_of_the_scripts_own_is_reported_as_such(tmp_path: Path) -> None:
+    script = tmp_path / "broken.py"
+    script.write_text("import torch\nraise ValueError('bad config')\n", encoding="utf-8")
+    completed = _trace("broken.py", cwd=tmp_path)
+    assert completed.returncode == 2
+    assert "exception of its own" in completed.stderr
+    assert "ValueError: bad config" in completed.stderr
+
+
+def test_without_torch_one_line_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "torch" else real_find_spec(name, *args),
+    )
+    result = CliRunner().invoke(app, ["trace", "train.py"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "pip install torch" in lines[0]
+
+
+def test_check_and_the_cli_never_import_torch() -> None:
+    code = (
+        "import sys; from codemods.commands import app; from codemods import pipeline; "
+        "pipeline.process_source(b'import torch\\nloss.backward()\\n', "
+        "pipeline.RunOptions(select=frozenset({'GF003'}))); "
+        "print('torch' in sys.modules)"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert completed.stdout.strip() == "False", completed.stderr
