@@ -297,21 +297,25 @@ def score_case(case: ThreadCase, workdir: Path) -> Score:
     fixed_script = workdir / case.rule / case.directory.name / "before.py"
     fixed_script.parent.mkdir(parents=True, exist_ok=True)
     fixed_script.write_bytes(result.new_source)
-    fixed = run_script(fixed_script, case.probe)
-    expected = run_script(case.after, case.probe)
-    if fixed.error is not None:
-        # Still the bug's own error: a right edit, but not every one the bug needs.
-        still_broken = case.symptom == "error" and case.error in fixed.error
-        if not still_broken:
-            score.wrong = f"the fixed script raises {fixed.error}"
-    elif fixed.output != expected.output:
-        score.wrong = "the fixed script prints other numbers than after.py"
-    else:
-        score.fixed = fixed.attached is None
+    score.fixed, score.wrong = judge_rewrite(case, fixed_script)
     return score
 
 
-def _percent(part: int, whole: int) -> str:
+def judge_rewrite(case: ThreadCase, fixed_script: Path) -> tuple[bool, str | None]:
+    """Whether the rewritten `fixed_script` runs clean and prints what after.py prints, and
+    if its rewrite is wrong, why (a result that still raises the bug's own error is a right
+    edit, but not every one the bug needs: incomplete, not wrong)."""
+    fixed = run_script(fixed_script, case.probe)
+    expected = run_script(case.after, case.probe)
+    if fixed.error is not None:
+        still_broken = case.symptom == "error" and case.error in fixed.error
+        return False, None if still_broken else f"the fixed script raises {fixed.error}"
+    if fixed.output != expected.output:
+        return False, "the fixed script prints other numbers than after.py"
+    return fixed.attached is None, None
+
+
+def percent(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "0/0"
 
 
@@ -328,12 +332,12 @@ def print_table(scores: list[Score]) -> None:
         reports = [s for s in fixes if s.case.expect == "report"]
         leaves = [s for s in chosen if s.case.kind == "leave"]
         print(
-            f"| {rule} | {len(fixes)} | {_percent(sum(s.detected for s in fixes), len(fixes))} "
-            f"| {_percent(sum(s.at_line for s in fixes), len(fixes))} "
-            f"| {_percent(sum(s.fixed for s in fixes), len(fixes))} "
-            f"| {_percent(sum(s.advised for s in reports), len(reports))} "
+            f"| {rule} | {len(fixes)} | {percent(sum(s.detected for s in fixes), len(fixes))} "
+            f"| {percent(sum(s.at_line for s in fixes), len(fixes))} "
+            f"| {percent(sum(s.fixed for s in fixes), len(fixes))} "
+            f"| {percent(sum(s.advised for s in reports), len(reports))} "
             f"| {sum(s.wrong is not None for s in chosen)} "
-            f"| {_percent(sum(s.left_alone for s in leaves), len(leaves))} |"
+            f"| {percent(sum(s.left_alone for s in leaves), len(leaves))} |"
         )
 
 

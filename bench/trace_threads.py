@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from threads import RULES, ThreadCase, discover, run_script  # noqa: E402
+from threads import RULES, ThreadCase, discover, judge_rewrite, percent  # noqa: E402
 
 TRACE_SECONDS = 120
 _GRADFIX = "import sys; from codemods.cli import main; sys.argv[0] = 'gradfix'; main()"
@@ -84,21 +84,8 @@ def score_case(case: ThreadCase, workdir: Path) -> TraceScore:
     score.at_line = any(f["line"] in case.fix_lines for f in ours)
     if not changed:
         return score
-    fixed = run_script(copy / "before.py", case.probe)
-    expected = run_script(case.after, case.probe)
-    if fixed.error is not None:
-        still_broken = case.symptom == "error" and case.error in fixed.error
-        if not still_broken:
-            score.wrong = f"the fixed script raises {fixed.error}"
-    elif fixed.output != expected.output:
-        score.wrong = "the fixed script prints other numbers than after.py"
-    else:
-        score.fixed = fixed.attached is None
+    score.fixed, score.wrong = judge_rewrite(case, copy / "before.py")
     return score
-
-
-def _percent(part: int, whole: int) -> str:
-    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "0/0"
 
 
 def print_table(scores: list[TraceScore]) -> None:
@@ -114,11 +101,11 @@ def print_table(scores: list[TraceScore]) -> None:
         editable = [s for s in fixes if s.case.expect == "safe"]
         leaves = [s for s in chosen if s.case.kind == "leave"]
         print(
-            f"| {rule} | {len(fixes)} | {_percent(sum(s.detected for s in fixes), len(fixes))} "
-            f"| {_percent(sum(s.at_line for s in fixes), len(fixes))} "
-            f"| {_percent(sum(s.fixed for s in editable), len(editable))} "
+            f"| {rule} | {len(fixes)} | {percent(sum(s.detected for s in fixes), len(fixes))} "
+            f"| {percent(sum(s.at_line for s in fixes), len(fixes))} "
+            f"| {percent(sum(s.fixed for s in editable), len(editable))} "
             f"| {sum(s.wrong is not None for s in chosen)} "
-            f"| {_percent(sum(s.left_alone for s in leaves), len(leaves))} |"
+            f"| {percent(sum(s.left_alone for s in leaves), len(leaves))} |"
         )
 
 

@@ -15,7 +15,7 @@ import io
 import sys
 import tokenize
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -122,7 +122,7 @@ def _encoding(source: bytes) -> str:
         return "utf-8"
 
 
-def _encoded_as(source: bytes, text: str) -> bytes:
+def encoded_as(source: bytes, text: str) -> bytes:
     """`text` in `source`'s encoding, with its BOM when it had one."""
     return text.encode(_encoding(source))
 
@@ -178,7 +178,7 @@ def _report(
             overlapped = True
     result.findings.sort(key=lambda f: (f.line, f.column, f.rule))
     if to_apply and editor is not None:
-        new_source = _encoded_as(source, editor.rewritten(to_apply))
+        new_source = encoded_as(source, editor.rewritten(to_apply))
         try:
             ast.parse(new_source)
         except SyntaxError as error:  # a bug in a rule: never hand it back
@@ -200,17 +200,25 @@ def _has_fix(rule_finding: RuleFinding) -> bool:
 
 def overlaps(new: RuleFinding, taken: list[RuleFinding], analysis: FileAnalysis) -> bool:
     """Whether any node `new` replaces shares source text with one already being replaced."""
+    return nodes_overlap(
+        new.replacements, [other for finding in taken for other in finding.replacements], analysis
+    )
+
+
+def nodes_overlap(
+    new: Iterable[ast.AST], taken: Iterable[ast.AST], analysis: FileAnalysis
+) -> bool:
+    """Whether any node of `new` shares source text with any node of `taken`."""
     positions = analysis.positions
-    for node in new.replacements:
+    taken_spans = [positions[other] for other in taken]
+    for node in new:
         a = positions[node]
-        for finding in taken:
-            for other in finding.replacements:
-                b = positions[other]
-                if (a.start.line, a.start.column) < (b.end.line, b.end.column) and (
-                    b.start.line,
-                    b.start.column,
-                ) < (a.end.line, a.end.column):
-                    return True
+        for b in taken_spans:
+            if (a.start.line, a.start.column) < (b.end.line, b.end.column) and (
+                b.start.line,
+                b.start.column,
+            ) < (a.end.line, a.end.column):
+                return True
     return False
 
 

@@ -112,6 +112,16 @@ def test_a_worker_cannot_take_more_than_its_memory_budget() -> None:
 
 
 def test_a_write_in_progress_is_not_cut_short_by_ctrl_c_or_the_budget() -> None:
+    # Python's own handler, as an interactive run has: a shell's background job starts with
+    # SIGINT ignored, and the signal sent below would then never arrive.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _write_in_progress_survives_ctrl_c_and_budget()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _write_in_progress_survives_ctrl_c_and_budget() -> None:
     # Another thread, as gradfix has (its progress display): the kernel may hand it Ctrl-C.
     threading.Thread(target=time.sleep, args=(1,), daemon=True).start()
     finished = []

@@ -53,6 +53,26 @@ def test_trace_fixes_each_rule(rule: str, tmp_path: Path) -> None:
     assert fixed == (CASES / rule / "after.py").read_text(encoding="utf-8")
 
 
+def test_an_embedding_renorm_is_fixed_where_the_weight_was_saved(tmp_path: Path) -> None:
+    # The lookup (line 12) writes the weight inside the op; the fix clones it at the matmul
+    # that saved it (line 11), as the nn.Embedding documentation advises.
+    case = CASES / "GF004_embedding_max_norm"
+    shutil.copy(case / "before.py", tmp_path / "train.py")
+    completed = _trace("--fix", "train.py", cwd=tmp_path)
+    assert "train.py:11: GF004 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert (tmp_path / "train.py").read_bytes() == (case / "after.py").read_bytes()
+
+
+def test_trace_fix_keeps_crlf_line_endings(tmp_path: Path) -> None:
+    case = CASES / "GF004"
+    crlf = (case / "before.py").read_bytes().replace(b"\n", b"\r\n")
+    (tmp_path / "train.py").write_bytes(crlf)
+    completed = _trace("--fix", "train.py", cwd=tmp_path)
+    assert completed.returncode == 1, completed.stderr
+    expected = (case / "after.py").read_bytes().replace(b"\n", b"\r\n")
+    assert (tmp_path / "train.py").read_bytes() == expected
+
+
 def test_trace_fix_is_idempotent(tmp_path: Path) -> None:
     shutil.copy(CASES / "GF003" / "after.py", tmp_path / "train.py")
     completed = _trace("--fix", "train.py", cwd=tmp_path)  # the fixed script runs clean

@@ -354,12 +354,28 @@ class _Follower:
         ]
         if function.name == "forward":
             calls += self.analysis.module_calls(self.analysis.class_of(function))
-        if not calls:
+        reads: list[ast.AST] = []
+        if self._is_property(function):
+            # `meter.avg` runs the property: its reads are its calls
+            reads = [
+                attribute
+                for attribute in self.analysis.index.of_types(ast.Attribute)
+                if attribute.attr == function.name  # type: ignore[attr-defined]
+                and self.analysis.is_load(attribute)
+                and getattr(self.analysis.parent(attribute), "func", None) is not attribute
+            ]
+        if not calls and not reads:
             return {Use.RETURNED_UNSEEN}
         uses: set[Use] = set()
-        for call in calls:
+        for call in [*calls, *reads]:
             uses |= self.of_expression(call, depth + 1)
         return uses
+
+    def _is_property(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """A method decorated `@property` in a class of the file."""
+        return self.analysis.class_of(function) is not None and any(
+            self.analysis.code_of(decorator) == "property" for decorator in function.decorator_list
+        )
 
     def _tensor_method_call(self, call: ast.Call) -> bool:
         """`x.mean()` on a proven tensor: never a call of the file's own `mean` method."""

@@ -516,7 +516,15 @@ class Interpreter:
             kind = Kind.TENSOR
         evidence = left.evidence if left.grad.attached else right.evidence
         loss = left.loss or right.loss
-        return Value(combined, kind, scalar=scalar, evidence=evidence, loss=loss)
+        some_path = grad and (left.attached_on_some_path or right.attached_on_some_path)
+        return Value(
+            combined,
+            kind,
+            scalar=scalar,
+            evidence=evidence,
+            loss=loss,
+            attached_on_some_path=some_path,
+        )
 
     def attribute(self, node: ast.Attribute, env: Env, grad: bool) -> Value:
         key = target_key(node)

@@ -562,7 +562,10 @@ class Provenance:
         passed = [site.arguments.get(parameter) for site in sites or ()]
         if not passed or any(argument is None for argument in passed):
             return Grad.UNKNOWN
-        return _joined(self.of(argument).grad for argument in passed if argument is not None)
+        # The interpreter's value at each call, not the argument's provenance: it was
+        # computed already, and following every caller's argument back costs a walk each.
+        grads = (self.analysis.value_of(argument).grad for argument in passed if argument)
+        return _joined(grads)
 
     def _appended(self, binding: Binding, frame: _Frame) -> tuple[Origin, ...]:
         """Items `name.append(value)` adds to the list `binding` makes, each made anew per

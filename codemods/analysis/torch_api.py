@@ -452,6 +452,10 @@ NON_WRITING_UNDERSCORE_METHODS = frozenset(
         "swapaxes_",
     }
 )
+# Modules whose call rescales the rows of their `weight` it looks up in place (under no_grad,
+# which still bumps the version) when built with a `max_norm` that is not None, with the
+# constructor position of `max_norm`: the nn.Embedding documentation's note.
+RENORMALISING_MODULES = {"torch.nn.Embedding": 3, "torch.nn.EmbeddingBag": 2}
 # Where modules and functionals take their `inplace` flag positionally (`nn.ReLU(True)`,
 # `F.leaky_relu(x, 0.2, True)`); the keyword form is recognised everywhere.
 INPLACE_FLAG_POSITION = {

@@ -79,6 +79,10 @@ class Value:
     # (`out["loss"]` a scalar loss, `out["metrics"]` a dict of numbers), where `element_value`
     # joins them all. A key not listed reads as `element_value`.
     entries: tuple[tuple[str, Value], ...] | None = None
+    # Attached (or likely so) on some path and proven free on another (`adv = 0.0`, then
+    # `adv = criterion(...)` under an `if`), or computed from such a value: the join is
+    # UNKNOWN, yet a graph may be kept.
+    attached_on_some_path: bool = False
 
     def join(self, other: Value) -> Value:
         if self is other or self == other:  # `==` compares every field
@@ -96,6 +100,8 @@ class Value:
             and len(self.parts) == len(other.parts)
         ):
             parts = tuple(a.join(b) for a, b in zip(self.parts, other.parts, strict=True))
+        grads = {self.grad, other.grad}
+        mixed = Grad.FREE in grads and (Grad.ATTACHED in grads or Grad.LIKELY in grads)
         return Value(
             parts=parts,
             grad=self.grad.join(other.grad),
@@ -109,6 +115,9 @@ class Value:
             loss=self.loss and other.loss,
             leaf=self.leaf and other.leaf,
             entries=_joined_entries(self.entries, other.entries),
+            attached_on_some_path=(
+                mixed or self.attached_on_some_path or other.attached_on_some_path
+            ),
         )
 
     def with_grad(self, grad: Grad) -> Value:

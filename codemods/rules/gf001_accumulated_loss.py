@@ -1,11 +1,14 @@
 """GF001: a graph-attached loss accumulated across loop iterations.
 
-Detects `acc += loss`, `acc = acc + loss`, `acc.append(loss)`, `acc[key] += loss`,
-`acc[key] = acc.get(key, 0) + loss`, `self.acc += loss`, and `meter.update(loss)` or
-`logger.log("loss", loss)` when the method, in a class of the same file, adds or appends its
-parameter as it was passed (never rebinding it) into a `self` attribute, where `loss` is proven
-graph-attached and `acc` outlives the iteration. What the method itself does with the value
-counts as a use of the total (`value.item()` there needs a tensor: `.detach()` at the call).
+Detects `acc += loss`, `acc.add_(loss)`, `acc = acc + loss`, `acc.append(loss)`,
+`acc[key] += loss`, `acc[key] = acc.get(key, 0) + loss`, `self.acc += loss`, and
+`meter.update(loss)` or `logger.log("loss", loss)` when the method, in a class of the same
+file, adds or appends its parameter as it was passed (never rebinding it; through graph-keeping
+tensor methods and helpers of the file that return it, `allreduce(val.cpu())`, included) into a
+`self` attribute, and `stats.total("loss").add_(loss)` into a tensor an object keeps in `self`,
+where `loss` is proven graph-attached and `acc` outlives the iteration. What the method itself
+does with the value counts as a use of the total (`value.item()` there needs a tensor:
+`.detach()` at the call).
 Losses read back from a dict or list of losses (`for name, value in loss_dict.items()`) keep
 what the analysis knows of the stored terms; an entry read under a constant key (`out["mse"]`
 of a criterion's dict) keeps what was stored under that key, its scalar-ness included. Where
@@ -27,16 +30,26 @@ the unsafe tier.
 
 Rewrites the accumulated operand: `loss.item()` when the accumulator is a Python number (or a
 list/dict of them) only printed, logged or averaged; `loss.detach()` when it must stay a tensor.
+A dict appended whole (`outputs.append(output)`, a step's output dict whose `"loss"` entry is
+attached) is appended as a copy with those entries detached, `{**output, "loss":
+output["loss"].detach()}`: safe when the name is rebound each iteration before the append and
+only its entries are read after it (the list keeps a copy, not the dict), unsafe when the file
+uses dict subclasses (the copy is a plain dict). A value attached on some paths and a Python
+number on others (`adv = 0.0` then a loss under an `if`) is reported: neither rewrite applies
+to both.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from codemods.analysis import FileAnalysis, Grad, Kind, Value
+import libcst as cst
+
+from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.flows import (
     Use,
     follow_self_attribute,
@@ -49,8 +62,10 @@ from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling
 
-_ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|=[^=\n]*\+")
+_ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|\.add_\(|=[^=\n]*\+")
 _FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Dicts that are not plain ones: a copy made with `{**d, ...}` would lose their class.
+_DICT_SUBCLASS_TEXT = re.compile(r"\b(defaultdict|OrderedDict|UserDict|Counter)\b|\(\s*dict\s*\)")
 
 
 @dataclass
@@ -63,6 +78,10 @@ class _Accumulation:
     owner_class: str | None = None  # for meters: the class whose attribute accumulates
     owner_attribute: str | None = None
     owner_parameter: ast.arg | None = None  # the method's parameter that receives `operand`
+    in_place: bool = False  # `acc.add_(x)`: the accumulator is a tensor, whatever it started as
+    # For a dict appended whole (`outputs.append(output)`): the constant keys of its
+    # graph-attached entries, which are what it keeps.
+    attached_keys: tuple[str, ...] = ()
 
 
 class AccumulatedLoss(Rule):
@@ -86,7 +105,11 @@ class AccumulatedLoss(Rule):
         "(`history.append({'step': i, 'loss': loss})`) inside the record. A loss read back "
         "from a dict under a constant key (`meter.update(out['mse'])` for a criterion that "
         "returns a dict) is as proven as what was stored there; a total passed to a method of "
-        "the file's own classes is followed into it.\n\n"
+        "the file's own classes is followed into it. A step's output dict appended whole "
+        "(`outputs.append(output)`) is appended as a copy with its loss entries detached; "
+        "`running.add_(loss)` is a running total like `+=`. A value that is a loss on some "
+        "paths and a Python number on others is reported: detach it where it becomes a "
+        "tensor.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
         "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
         "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
@@ -174,9 +197,32 @@ def _call_accumulations(
         or isinstance(call.args[0], ast.Starred)
     ):
         return
+    if func.attr == "add_" and len(call.args) == 1:
+        # `acc.add_(loss)`: `acc += loss` spelled as a tensor method (an `alpha=` keyword
+        # scales the operand, which a rewrite of the operand keeps).
+        owner = _state_returned(analysis, func.value)
+        if owner is None:
+            yield _Accumulation(statement, func.value, call.args[0], in_place=True)
+        else:
+            # `stats.device_stat("loss").add_(loss)`: a tensor the object keeps in `self`
+            yield _Accumulation(
+                statement,
+                func.value,
+                call.args[0],
+                in_place=True,
+                owner_class=owner[0],
+                owner_attribute=owner[1],
+            )
+        return
     if func.attr == "append":
         for part in _appended_parts(call.args[0]):
-            yield _Accumulation(statement, func.value, part, stores_reference=True)
+            yield _Accumulation(
+                statement,
+                func.value,
+                part,
+                stores_reference=True,
+                attached_keys=_attached_keys(analysis.value_of(part)),
+            )
         return
     receiver = analysis.value_of(func.value)
     if (
@@ -204,14 +250,50 @@ def _call_accumulations(
             )
 
 
+def _state_returned(analysis: FileAnalysis, expression: ast.expr) -> tuple[str, str] | None:
+    """For a call of a method of an object of the file's classes that returns only what the
+    object keeps in one `self` attribute (`return self.device_stats[name]`): the class and the
+    attribute. None for anything else."""
+    if not isinstance(expression, ast.Call) or not isinstance(expression.func, ast.Attribute):
+        return None
+    receiver = analysis.value_of(expression.func.value)
+    if receiver.kind is not Kind.OBJECT or receiver.cls not in analysis.index.classes:
+        return None
+    method = analysis.index.classes[receiver.cls].methods.get(expression.func.attr)
+    if method is None:
+        return None
+    attributes = set()
+    for node in analysis.descendants(method):
+        if isinstance(node, ast.Return):
+            key = target_key(_container(node.value)) if node.value is not None else None
+            attributes.add(key[5:] if key is not None and key.startswith("self.") else None)
+        elif isinstance(node, (ast.Yield, ast.YieldFrom, *_FUNCTION_TYPES, ast.Lambda)) and (
+            node is not method
+        ):
+            return None  # a generator, or returns of another function
+    if len(attributes) != 1 or None in attributes:
+        return None
+    return receiver.cls, attributes.pop()
+
+
 def _appended_parts(item: ast.expr) -> list[ast.expr]:
     """What an append keeps: the item, or what a literal holds (`history.append({"step": i,
     "loss": loss})`, `.append((i, loss))`)."""
     if isinstance(item, ast.Dict):
-        return list(item.values)
+        # `{**record, "loss": ...}`: what an unpacked dict keeps is known only with the keys
+        # that follow it, which may replace its entries.
+        return [value for key, value in zip(item.keys, item.values, strict=True) if key]
     if isinstance(item, (ast.Tuple, ast.List)):
         return [part for part in item.elts if not isinstance(part, ast.Starred)]
     return [item]
+
+
+def _attached_keys(record: Value) -> tuple[str, ...]:
+    """The constant keys under which the dict `record` holds graph-attached values (a step's
+    output dict `{"loss": loss, "metrics": {...}}`); () for anything else."""
+    if record.kind is not Kind.DICT:
+        return ()
+    return tuple(key for key, value in record.entries or () if value.grad.attached)
 
 
 def _attribute_accumulating(
@@ -256,8 +338,24 @@ def _self_attribute_storing(analysis: FileAnalysis, occurrence: ast.Name) -> str
     `self.x.setdefault(k, []).append(...)`."""
     node: ast.AST = occurrence
     parent = analysis.parent(node)
-    while isinstance(parent, (ast.BinOp, ast.UnaryOp)):
-        node, parent = parent, analysis.parent(parent)
+    while True:
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp)):
+            node, parent = parent, analysis.parent(parent)
+            continue
+        call = analysis.parent(parent) if isinstance(parent, ast.Attribute) else None
+        if (
+            isinstance(parent, ast.Attribute)
+            and parent.value is node
+            and parent.attr in torch_api.GRAPH_KEEPING_METHODS
+            and isinstance(call, ast.Call)
+            and call.func is parent
+        ):
+            node, parent = call, analysis.parent(call)  # `val.cpu()`
+            continue
+        if isinstance(parent, ast.Call) and _returns_graph_of_argument(analysis, parent, node):
+            node, parent = parent, analysis.parent(parent)  # `allreduce(val)` of the file
+            continue
+        break
     store: ast.expr | None = None
     if isinstance(parent, ast.AugAssign) and type(parent.op) is ast.Add:
         store = parent.target if parent.value is node else None
@@ -282,13 +380,68 @@ def _self_attribute_storing(analysis: FileAnalysis, occurrence: ast.Name) -> str
     return key[5:] if key is not None and key.startswith("self.") else None
 
 
+def _returns_graph_of_argument(analysis: FileAnalysis, call: ast.Call, argument: ast.AST) -> bool:
+    """Whether `call` calls a function of the file that returns (on every `return`) its
+    parameter receiving the positional `argument` through arithmetic and graph-keeping tensor
+    methods (`return tensor / world_size`): what it returns keeps the argument's graph."""
+    if argument not in call.args or any(isinstance(arg, ast.Starred) for arg in call.args):
+        return False
+    function = analysis.function_named(analysis.value_of(call.func))
+    if function is None or isinstance(function, ast.Lambda):
+        return False
+    parameters = [*function.args.posonlyargs, *function.args.args]
+    position = call.args.index(argument)  # type: ignore[arg-type]
+    if position >= len(parameters) or analysis.assigns(parameters[position].arg):
+        return False
+    returns = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
+    nested = any(
+        isinstance(node, (*_FUNCTION_TYPES, ast.Lambda, ast.Yield, ast.YieldFrom))
+        for body_node in function.body
+        for node in ast.walk(body_node)
+    )
+    name = parameters[position].arg
+    return (
+        bool(returns)
+        and not nested
+        and all(ret.value is not None and _keeps_graph_of(ret.value, name) for ret in returns)
+    )
+
+
+def _keeps_graph_of(expression: ast.expr, name: str) -> bool:
+    """Whether `expression` is `name` through arithmetic and graph-keeping tensor methods."""
+    if isinstance(expression, ast.Name):
+        return expression.id == name
+    if isinstance(expression, ast.BinOp):
+        return _keeps_graph_of(expression.left, name) or _keeps_graph_of(expression.right, name)
+    if isinstance(expression, ast.UnaryOp):
+        return _keeps_graph_of(expression.operand, name)
+    if (
+        isinstance(expression, ast.Call)
+        and isinstance(expression.func, ast.Attribute)
+        and expression.func.attr in torch_api.GRAPH_KEEPING_METHODS
+    ):
+        return _keeps_graph_of(expression.func.value, name)
+    return False
+
+
 # -- when it is safe ------------------------------------------------------------------------
-def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding | None:
+def _judge(
+    analysis: FileAnalysis, accumulation: _Accumulation, nested: bool = False
+) -> RuleFinding | None:
+    """The finding on `accumulation`, if any; `nested`: asked while judging another one,
+    whose value may come from this (values attached on some paths only are then not asked)."""
     statement = accumulation.statement
     if not accumulation.stores_reference and not analysis.grad_enabled(statement):
         return None  # arithmetic under no_grad records no graph
+    if accumulation.attached_keys:
+        return _judge_record(analysis, accumulation)
     operand = analysis.value_of(accumulation.operand)
-    if not operand.grad.attached:
+    # Attached on one path, a Python number on another: neither `.item()` nor `.detach()` is
+    # proven to apply, so this can only be reported.
+    on_some_path = operand.grad is Grad.UNKNOWN and operand.attached_on_some_path
+    if not (operand.grad.attached or on_some_path):
+        return None
+    if on_some_path and (nested or _fixed_where_summed(analysis, accumulation)):
         return None
     initial = _initial_value(analysis, accumulation)
     if initial is None:
@@ -312,15 +465,32 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
         return None
     unsafe_because = _unsafe_reasons(operand, uses)
     to_number = (
-        _holds_numbers(initial)
+        not accumulation.in_place
+        and _holds_numbers(initial)
         and not uses & {Use.NEEDS_TENSOR, Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}
         and all(analysis.value_of(atom).scalar for atom in atoms)
     )
     method = "item" if to_number else "detach"
     accumulator = f"`{analysis.code_of(accumulation.accumulator)}`"
     operand_code = analysis.code_of(accumulation.operand)
+    if on_some_path:
+        return RuleFinding(
+            statement,
+            f"{accumulator} accumulates `{operand_code}` across loop iterations, and "
+            f"`{operand_code}` is graph-attached on some paths but may still be a Python "
+            "number on others (a path that binds a number and never computes the loss): each "
+            "iteration's autograd graph may stay alive. Take it out of the graph where it "
+            f"becomes a tensor (`{operand_code}.item()` or `.detach()` there: both fail on a "
+            "Python float).",
+            Tier.REPORT,
+        )
     verb = "Accumulate"
-    if accumulation.owner_class is not None:
+    if accumulation.owner_class is not None and accumulation.in_place:
+        accumulator = (
+            f"`{analysis.code_of(accumulation.accumulator)}` (`self.{accumulation.owner_attribute}`"
+            f" of {accumulation.owner_class})"
+        )
+    elif accumulation.owner_class is not None:
         call = analysis.code_of(accumulation.statement, limit=60)
         receiver = analysis.code_of(accumulation.accumulator)
         accumulator = f"`{receiver}.{accumulation.owner_attribute}` (through `{call}`)"
@@ -343,6 +513,146 @@ def _judge(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding |
     replacements: dict[ast.AST, Rewrite] = {atom: calling(method) for atom in atoms}
     tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
     return RuleFinding(statement, message, tier, replacements)
+
+
+def _judge_record(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding | None:
+    """A dict appended whole whose entries hold losses (a step's output dict kept for the
+    epoch's end): the list keeps a copy whose attached entries are detached."""
+    record = accumulation.operand
+    kept = [analysis.value_of(record).entry(key) for key in accumulation.attached_keys]
+    losses = [value for value in kept if value is not None and (value.loss or value.scalar)]
+    if not isinstance(record, ast.Name) or len(losses) != len(kept):
+        return None  # tensors kept in a record are GF002's concern
+    if _initial_value(analysis, accumulation) is None:
+        return None
+    operand = losses[0]
+    for value in losses[1:]:
+        operand = operand.join(value)
+    uses = _uses(analysis, accumulation)
+    if Use.DIFFERENTIATED in uses or _sums_a_training_loss(analysis, accumulation, operand, uses):
+        return None
+    region = _region_binding_afresh(analysis, record, accumulation.statement)
+    if region is None:
+        return None  # the same dict appended again and again: a copy would change that
+    reasons = [reason for reason in (_unsafe_reasons(operand, uses),) if reason]
+    if _used_after(analysis, region, record, accumulation.statement):
+        reasons.append(
+            f"`{record.id}` is used after the append and the list now keeps a copy of it, "
+            "check nothing changes it"
+        )
+    if _DICT_SUBCLASS_TEXT.search(analysis.source):
+        reasons.append(f"the copy is a plain dict, check `{record.id}` is one")
+    keys = ", ".join(f"`{json.dumps(key)}`" for key in accumulation.attached_keys)
+    across = "loop iterations" if analysis.enclosing_loops(accumulation.statement) else "calls"
+    accumulator = analysis.code_of(accumulation.accumulator)
+    message = (
+        f"`{accumulator}` keeps `{record.id}` across {across}, whose {keys} "
+        f"{'entry is' if len(kept) == 1 else 'entries are'} graph-attached "
+        f"({operand.evidence or 'computed from graph-attached values'}): every iteration's "
+        f"autograd graph stays alive. Append a copy with {keys} detached instead."
+    )
+    if reasons:
+        message += f" Unsafe: {'; '.join(reasons)}."
+    rewrite = _record_copy(accumulation.attached_keys)
+    return RuleFinding(
+        accumulation.statement,
+        message,
+        Tier.UNSAFE if reasons else Tier.SAFE,
+        {record: rewrite},
+    )
+
+
+def _region_binding_afresh(
+    analysis: FileAnalysis, record: ast.Name, statement: ast.stmt
+) -> ast.AST | None:
+    """The loop (or, outside loops, the function) in which `record` is bound anew before
+    `statement` on each run; None when it may be the same dict each time (bound before the
+    loop, or a parameter)."""
+    loops = analysis.enclosing_loops(statement)
+    if loops:
+        return loops[0] if _rebound_before(analysis, loops[0], record.id, statement) else None
+    scope = analysis.scope_of(statement)
+    if not isinstance(scope, _FUNCTION_TYPES) or _is_parameter(analysis, record):
+        return None
+    for node in scope.body:
+        if analysis.contains(node, statement):
+            return None
+        if isinstance(node, ast.Assign) and any(
+            record.id in _names_in(target) for target in node.targets
+        ):
+            return scope  # `log = ...`, `log, out = self.step(...)`
+    return None
+
+
+def _used_after(
+    analysis: FileAnalysis,
+    region: ast.AST,
+    record: ast.Name,
+    statement: ast.stmt,
+) -> bool:
+    """Whether `record` is used after `statement` in `region` other than by reading its
+    entries (`record["loss"].item()`), a use that sees the same whatever the list keeps."""
+    for occurrence in analysis.occurrences(record.id, analysis.scope_of(record)):
+        if (
+            not analysis.contains(region, occurrence)
+            or analysis.contains(statement, occurrence)
+            or (occurrence.lineno, occurrence.col_offset) < (statement.lineno, statement.col_offset)
+        ):
+            continue
+        parent = analysis.parent(occurrence)
+        read = (
+            isinstance(parent, ast.Subscript)
+            and parent.value is occurrence
+            and isinstance(parent.ctx, ast.Load)
+        )
+        if analysis.is_load(occurrence) and not read:
+            return True
+    return False
+
+
+def _record_copy(keys: tuple[str, ...]) -> Rewrite:
+    """The rewrite of a dict `record` into `{**record, "loss": record["loss"].detach()}`."""
+
+    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
+        code = cst.Module([]).code_for_node(node)
+        detached = ", ".join(
+            f"{json.dumps(key)}: {code}[{json.dumps(key)}].detach()" for key in keys
+        )
+        return cst.parse_expression(f"{{**{code}, {detached}}}")
+
+    return rewrite
+
+
+def _fixed_where_summed(analysis: FileAnalysis, accumulation: _Accumulation) -> bool:
+    """Whether what makes the operand of `accumulation` attached on some path is judged
+    elsewhere: a name it is computed from (`epoch_loss = running_loss / n` included) is a
+    total of this scope that another finding fixes (after that fix it is a number on every
+    path), or a parameter, whose callers are judged where they pass it."""
+    scope = analysis.scope_of(accumulation.statement)
+    operand_names = _names_in(accumulation.operand)
+    sources = set(operand_names)
+    for node in analysis.index.of_types(ast.Assign):
+        if analysis.scope_of(node) is scope and any(
+            target_key(target) in operand_names
+            for target in node.targets  # type: ignore[attr-defined]
+        ):
+            sources |= _names_in(node.value)  # type: ignore[attr-defined]
+    if isinstance(scope, _FUNCTION_TYPES):
+        arguments = scope.args
+        parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        if any(parameter.arg in sources for parameter in parameters):
+            return True
+    return any(
+        other.statement is not accumulation.statement
+        and target_key(_container(other.accumulator)) in sources
+        and analysis.scope_of(other.statement) is scope
+        and _judge(analysis, other, nested=True) is not None
+        for other in _accumulations(analysis)
+    )
+
+
+def _names_in(expression: ast.AST) -> set[str]:
+    return {node.id for node in ast.walk(expression) if isinstance(node, ast.Name)}
 
 
 def _across_training_steps(analysis: FileAnalysis, statement: ast.stmt) -> bool:
@@ -473,6 +783,17 @@ def _holds_numbers(initial: Value) -> bool:
 
 # -- how it rewrites ------------------------------------------------------------------------
 def _is_parameter(analysis: FileAnalysis, atom: ast.expr) -> bool:
+    """Whether `atom` is a parameter of its function, or one passed through graph-keeping
+    tensor methods and helpers of the file (`average(value.cpu())`)."""
+    while isinstance(atom, ast.Call):
+        func = atom.func
+        if isinstance(func, ast.Attribute) and func.attr in torch_api.GRAPH_KEEPING_METHODS:
+            atom = func.value
+            continue
+        passed = [arg for arg in atom.args if _returns_graph_of_argument(analysis, atom, arg)]
+        if len(passed) != 1 or len(atom.args) != 1 or atom.keywords:
+            return False
+        atom = passed[0]
     scope = analysis.scope_of(atom)
     if not isinstance(atom, ast.Name) or not isinstance(scope, _FUNCTION_TYPES):
         return False
@@ -503,13 +824,14 @@ def fix_at(
         if judged is not None and judged.replacements:
             return judged.replacements
         codes = {analysis.code_of(accumulation.operand), analysis.code_of(accumulation.accumulator)}
-        if not codes & holders:
-            continue
+        if not codes & holders or accumulation.attached_keys:
+            continue  # a dict kept whole takes no `.detach()`: only the judged copy fixes it
         excluded = accumulation.exclude
         atoms = analysis.attached_operands(
             accumulation.operand, lambda part, excluded=excluded: part is excluded
         ) or [accumulation.operand]
         initial = _initial_value(analysis, accumulation)
-        method = "item" if initial is not None and initial.kind is Kind.NUMBER else "detach"
+        to_number = initial is not None and initial.kind is Kind.NUMBER
+        method = "item" if to_number and not accumulation.in_place else "detach"
         return {atom: calling(method) for atom in atoms}
     return {}

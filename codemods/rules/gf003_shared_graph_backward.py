@@ -17,7 +17,10 @@ two backward passes that may update parameters in place (`training.may_update_pa
 optimizer's `step()` or `first_step()`, a function of the file that writes tensors in place):
 retaining the graph there turns the error into the in-place error (pytorch/pytorch#39141); the
 second loss must be recomputed after the update, or the step moved after the last backward.
-Earlier calls with `retain_graph` or `create_graph` already given are left alone.
+Earlier calls with `retain_graph` or `create_graph` already given are left alone. An unsure
+pair whose second root is a total the first root's name still holds (`loss += loss_t` after
+`loss.backward()` with no rebinding of `loss` between) is reported at that augmented assignment,
+with the advice to reset the total.
 
 A GAN discriminator loss on the generator's undetached output is rewritten to read
 `fake.detach()` instead, when that provably gives the same update (`_detach_instead`): the
@@ -206,7 +209,10 @@ class SharedGraphBackward(Rule):
         "the error into 'modified by an inplace operation', pytorch/pytorch#39141: recompute "
         "the second loss after the update, or move the step after the last backward), "
         "and shared parts gradfix cannot prove save tensors (an op missing from its table, a "
-        "call it cannot follow). Left alone: separate forwards, shared parts made only of ops "
+        "call it cannot follow). When such a part reaches the second loss through a total "
+        "the first one left (`loss += loss_t` after `loss.backward()`, with no `loss = 0` "
+        "between, as in a SAM step's second pass), the report is at that `+=`: reset the "
+        "total before it. Left alone: separate forwards, shared parts made only of ops "
         "that save nothing (add, sum, mean, views, cat, clone), calls that already pass "
         "`retain_graph` or `create_graph=True`, and calls the code expects to fail "
         "(`assertRaises`, `pytest.raises`, `try`)."
@@ -815,12 +821,16 @@ class _Checker:
 
     def _closest_first(self, nodes: list[Origin]) -> list[Origin]:
         """Latest in the source first (closest to the roots: the one to name), and of nodes
-        evaluated together the one a name was bound to."""
+        evaluated together the one a name was bound to; of nodes one call of a function ran
+        (one site), the latest in that function, so that the choice never depends on the
+        order of a set."""
+        start = self.analysis.index.start
         return sorted(
             nodes,
             key=lambda node: (
-                self.analysis.index.start.get(node.site, -1),
+                start.get(node.site, -1),
                 self.provenance.binding_of(node) is not None,
+                start.get(node.expression, -1),
             ),
             reverse=True,
         )
@@ -1169,11 +1179,57 @@ class _Checker:
         else:
             later = f"{self._label(partner.call)} (line {self._line(partner.call)})"
             fix = "`retain_graph=True` here"
+            carried = self._accumulation_carried(site, partner)
+            if carried is not None:
+                return self._carried_finding(site, partner, carried, shared, sharing)
         message = (
             f"After {call}, {later} may backpropagate through {shared} again "
             f"({sharing.why_unsure}). If it raises {_TWICE_ERROR}, pass {fix}."
         )
         return RuleFinding(site.call, message, Tier.REPORT)
+
+    def _accumulation_carried(self, site: _Site, partner: _Site) -> ast.AugAssign | None:
+        """`loss += loss_t` between two backward calls over `loss`, with no `loss = ...`
+        before it since the first: the second loss starts from the first one's value, and so
+        from its graph (a total not reset between SAM's two forwards)."""
+        if len(site.roots) != 1 or len(partner.roots) != 1:
+            return None
+        key = target_key(site.roots[0])
+        if key is None or target_key(partner.roots[0]) != key:
+            return None
+        for node in self._nodes_between(site.statement, partner.statement):
+            if isinstance(node, ast.Assign) and any(target_key(t) == key for t in node.targets):
+                return None  # rebound first: the second total starts afresh
+            if isinstance(node, ast.AugAssign) and target_key(node.target) == key:
+                return node
+        return None
+
+    def _carried_finding(
+        self,
+        site: _Site,
+        partner: _Site,
+        carried: ast.AugAssign,
+        shared: str,
+        sharing: _Sharing,
+    ) -> RuleFinding:
+        key = self._code(carried.target)
+        update = self._first_update(self._nodes_between(site.statement, partner.statement))
+        stepped = (
+            f", and `{self._code(update)}` (line {self._line(update)}) updates parameters "
+            "in between, so `retain_graph=True` would only turn the error into 'modified by an "
+            "inplace operation'"
+            if update is not None
+            else ""
+        )
+        message = (
+            f"`{self._code(carried)}` adds to `{key}`, which still holds the graph that "
+            f"{self._label(site.call)} (line {self._line(site.call)}) backpropagated: nothing "
+            f"resets `{key}` in between, so {self._label(partner.call)} (line "
+            f"{self._line(partner.call)}) may backpropagate through {shared} again "
+            f"({sharing.why_unsure}){stepped}. If the second total is meant to start afresh, "
+            f"restructure: reset it (`{key} = 0`) before it is accumulated again."
+        )
+        return RuleFinding(carried, message, Tier.REPORT)
 
     # -- message helpers --------------------------------------------------------------------
     def _describe(self, origin: Origin) -> str:

@@ -15,6 +15,11 @@ takes. A write into a function's parameter that runs on every call (`token += po
 `forward(token)`) is also a write into what each of the file's calls passes: it is judged at
 each call against what the caller saved before it, ops inside the file's own functions and
 `forward`s it ran included (`self.dec_a(q)` whose layer norm saved `q`, then `self.dec_b(q)`).
+Likewise a write into a `self` attribute the method does not rebind (`self.queue[:, i:j] = k`
+in a no_grad helper: under no_grad the version still changes) is judged at each call on the
+caller's own `self` (`self._enqueue(k)` after `torch.einsum("nc,ck->nk", [q, self.queue])`
+saved the queue). A call of a module built with `max_norm` (`nn.Embedding(n, d, max_norm=1)`)
+renormalises the rows of its weight it looks up in place: a write into that weight.
 
 Safe when: the saving op ran in grad mode on inputs for which the table says it saves, the write
 runs after it with no backward in between (a write after the last backward is harmless), and the
@@ -33,7 +38,12 @@ y.detach().clone()`), at the op whose saved output it is (`y = torch.sigmoid(x).
 where the saving op reads a saved input (`q @ self.queue.T.clone()`). An in-place module
 called elsewhere too (or shared through a table) given a saving op's result directly gets a
 copy of it at that call (`self.act(torch.sigmoid(x).clone())`): its flag stays for its other
-callers. One finding per saved tensor, at the first write that breaks it.
+callers. A caller's op that saved an attribute a method then writes reads a copy (`[q,
+self.queue.clone()]`), when the attribute is proven a buffer (else reported). An embedding's
+weight saved before a `max_norm` lookup is read as a copy by the op that saved it
+(`emb.weight.clone() @ W.t()`): the fix nn.Embedding's documentation gives, which keeps the
+values and passes the gradient on to the weight, unlike cloning a parameter an optimizer
+updates. One finding per saved tensor, at the first write that breaks it.
 """
 
 from __future__ import annotations
@@ -191,7 +201,13 @@ class InplaceOnSaved(Rule):
         "judges it at each call of the file against what the caller saved before the call, "
         "inside the file's own modules too (one decoder's layer norm saved `q`, a second "
         "decoder called on `q` overwrites it). It rewrites out of place only when it sees "
-        "every call and no caller reads the tensor after it; otherwise it reports.\n\n"
+        "every call and no caller reads the tensor after it; otherwise it reports. A method's "
+        "write into a `self` attribute (MoCo's `self.queue[:, i:j] = keys.T` in a no_grad "
+        "helper, which still changes the version) is judged the same way at each call on the "
+        "caller's `self`; the caller's op then reads a copy of the buffer. A call of an "
+        "`nn.Embedding` built with `max_norm` renormalises its weight in place: an op that "
+        "saved `emb.weight` before it reads `emb.weight.clone()` instead, as nn.Embedding's "
+        "documentation advises.\n\n"
         "Left alone: writes into dicts and sequences (`out['gate'] = y`, `feats += (y,)`), "
         "writes to outputs of ops that save nothing (`out += identity` after "
         "batch norm, `bn(x).relu_()`, add, cat, views of a sum), clones, values made under "
@@ -259,6 +275,8 @@ class _Checker:
                 yield finding
         for call in self.analysis.index.calls_by_name.get("Sequential", []):
             yield from self._sequential(call)
+        for constructor in self._renormalising_constructors():
+            yield from self._renormalised_weight(constructor)
 
     # -- what it detects ----------------------------------------------------------------
     def _writes(self) -> Iterator[_Write]:
@@ -379,6 +397,86 @@ class _Checker:
                 f"backward raises {_ERROR}. Use `inplace=False`."
             )
             yield RuleFinding(layer, message, Tier.SAFE, {flag: _false})
+
+    def _renormalising_constructors(self) -> Iterator[ast.Call]:
+        """`nn.Embedding(n, d, max_norm=1.0)`: a module whose every call rescales the rows
+        of its weight it looks up, in place."""
+        for name in ("Embedding", "EmbeddingBag"):
+            for call in self.analysis.index.calls_by_name.get(name, []):
+                qualified = self.analysis.qualified_name(call.func)
+                position = torch_api.RENORMALISING_MODULES.get(qualified or "")
+                if position is None:
+                    continue
+                max_norm = keyword_argument(call, "max_norm")
+                positional = _positional(call)
+                if max_norm is None and position < len(positional):
+                    max_norm = positional[position]
+                if max_norm is not None and not (
+                    isinstance(max_norm, ast.Constant) and max_norm.value is None
+                ):
+                    yield call
+
+    def _renormalised_weight(self, constructor: ast.Call) -> Iterator[RuleFinding]:
+        """The first call of the module that renormalises its weight after an op saved the
+        weight, with no backward in between: the nn.Embedding documentation's own case,
+        whose fix is to let the op save a copy (`embedding.weight.clone() @ W.t()`)."""
+        statement = self.analysis.parent(constructor)
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            return
+        key = target_key(statement.targets[0])
+        if key is None:
+            return
+        for call in self.analysis.index.calls_by_name.get(key.rsplit(".", 1)[-1], []):
+            if not isinstance(call.func, (ast.Name, ast.Attribute)):
+                continue
+            if self.provenance.module_constructor(call.func) is not constructor:
+                continue
+            write = _Write(call, call.func, WriteKind.CALL, call)
+            savers = self._weight_savers(write, constructor)
+            if not savers:
+                continue
+            shown = ", ".join(
+                f"`{self._cloned_code(saver.argument)}`"
+                for saver in savers
+                if saver.argument is not None
+            )
+            saving = savers[0].origin.expression
+            assert isinstance(saving, ast.expr)  # an op's call or operator
+            message = (
+                f"`{self._code(call)}` renormalises in place the rows of "
+                f"`{self._code(call.func)}.weight` it looks up (the module is built with "
+                f"`max_norm`), which `{self._code(saving)}` (line {saving.lineno})"
+                f" saved for backward: backward raises {_ERROR}."
+            )
+            if any(saver.within is not None for saver in savers):
+                advice = "Pass a copy of the weight (`.clone()`) to the call that saves it."
+                yield RuleFinding(call, f"{message} {advice}", Tier.REPORT)
+            else:
+                # A copy saves the values the op used and passes the gradient on to the weight:
+                # the fix the nn.Embedding documentation gives, not a parameter silenced.
+                replacements: dict[ast.AST, Rewrite] = {
+                    saver.argument: _cloned for saver in savers if saver.argument is not None
+                }
+                advice = f"Let the op save a copy, as nn.Embedding's note advises: {shown}."
+                yield RuleFinding(call, f"{message} {advice}", Tier.SAFE, replacements)
+            return
+
+    def _weight_savers(self, write: _Write, constructor: ast.Call) -> list[_Saver]:
+        """The ops that saved the `.weight` of the module `constructor` built (read by any
+        name of it, through views and `.detach()`) and still hold it when `write` runs."""
+        savers = []
+        for node in self._candidate_savers(write):
+            for saver, saved in self._saved_inputs(node):
+                weight = saved.base.expression
+                if (
+                    isinstance(weight, ast.Attribute)
+                    and weight.attr == "weight"
+                    and self.provenance.module_constructor(weight.value) is constructor
+                    and self._saved_until(node, write, saved)
+                    and self._reaches_a_graph(node)
+                ):
+                    savers.append(saver)
+        return savers
 
     def _saves_its_output(self, layer: ast.Call) -> bool:
         """A layer whose backward reads its output: the table's ops that save their output
@@ -542,21 +640,28 @@ class _Checker:
         for node in self._candidate_savers(write):
             if not self._saved_until(node, write, alias):
                 continue
-            for origin, within in self._evaluated_ops(node):
-                if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
-                    continue
-                op = saved_ops.op_saving(origin.key) if origin.key is not None else None
-                inputs = self._tensor_inputs(origin)
-                pattern = self._requires_grad(origin, op) if op is not None else None
-                if op is None or inputs is None or pattern is None:
-                    continue
-                for position, (inner, argument) in enumerate(inputs):
-                    resolved = self._resolve(inner)
-                    if resolved is None or resolved.storage != alias.storage:
-                        continue
-                    if op.saves_input(position, pattern) and self._reaches_a_graph(node):
-                        savers.append(_Saver(origin, argument, within))
+            for saver, saved in self._saved_inputs(node):
+                if saved.storage == alias.storage and self._reaches_a_graph(node):
+                    savers.append(saver)
         return savers
+
+    def _saved_inputs(self, node: ast.AST) -> Iterator[tuple[_Saver, _Alias]]:
+        """Each input that an op run by evaluating `node` saves for backward (in grad mode,
+        as the table says for the inputs that require grad), with the storage it lives in."""
+        for origin, within in self._evaluated_ops(node):
+            if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
+                continue
+            op = saved_ops.op_saving(origin.key) if origin.key is not None else None
+            inputs = self._tensor_inputs(origin)
+            pattern = self._requires_grad(origin, op) if op is not None else None
+            if op is None or inputs is None or pattern is None:
+                continue
+            for position, (inner, argument) in enumerate(inputs):
+                if not op.saves_input(position, pattern):
+                    continue
+                resolved = self._resolve(inner)
+                if resolved is not None:
+                    yield _Saver(origin, argument, within), resolved
 
     def _evaluated_ops(self, node: ast.AST) -> list[tuple[Origin, ast.Call | None]]:
         """What evaluating `node` runs: its own op and, for a call of the file's function that
@@ -716,13 +821,23 @@ class _Checker:
                 return None
             site, saver = breaking[0]
             output = saver if saver.argument is None else None
+            attribute = self._written_attribute(write, alias)
+            held = (
+                f"`{attribute[1]}` of the `self` that `{self._code(site.call)}` "
+                f"(line {site.call.lineno}) runs on"
+                if attribute is not None
+                else f"what `{self._code(site.call)}` (line {site.call.lineno}) passes"
+            )
             message = (
-                f"`{self._code(write.node)}` writes in place into what "
-                f"`{self._code(site.call)}` (line {site.call.lineno}) passes: "
+                f"`{self._code(write.node)}` writes in place into {held}: "
                 f"{self._what_was_saved(output, [saver])} for backward before that call: "
                 f"backward raises {_ERROR}."
             )
-            fix = self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
+            fix = (
+                self._clone_where_caller_reads(alias, [saver for _, saver in breaking])
+                if attribute is not None
+                else self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
+            )
         scope = self.analysis.scope_of(write.node)
         if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
             # A name is no proof that nothing backpropagates through `generate()`, but it
@@ -751,28 +866,76 @@ class _Checker:
             return None
         return function, base.expression.arg
 
+    def _written_attribute(self, write: _Write, alias: _Alias) -> tuple[ScopeNode, str] | None:
+        """The method and `self` attribute whose tensor the write changes, when the method
+        does not rebind it first (`self.queue[:, i] = k` in a helper of the class): the
+        tensor every caller holds as that attribute of the same `self`."""
+        base = alias.base
+        key = target_key(base.expression) if isinstance(base.expression, ast.expr) else None
+        if base.kind is not OriginKind.UNKNOWN or key is None or not key.startswith("self."):
+            return None
+        method = self.analysis.scope_of(write.node)
+        if (
+            not isinstance(method, FUNCTION_TYPES)
+            or self.analysis.class_of(method) is None
+            or self.analysis.scope_of(base.expression) is not method  # type: ignore[arg-type]
+            or self.provenance.reaching(key, base.expression)  # bound in the method itself
+        ):
+            return None
+        return method, key
+
     def _breaking_calls(self, write: _Write, alias: _Alias) -> list[tuple[CallSite, _Saver]]:
-        """The calls of the write's function whose passed tensor an op of the caller saved
-        before the call, when the write runs on every call (a statement of the function's
-        body before any `return`): each call is then a write into the caller's tensor."""
-        written = self._written_parameter(write, alias)
+        """The calls of the write's function whose passed tensor (or, for a `self`
+        attribute, the caller's own attribute) an op of the caller saved before the call,
+        when the write runs on every call (a statement of the function's body before any
+        `return`): each call is then a write into the caller's tensor."""
+        written = self._written_parameter(write, alias) or self._written_attribute(write, alias)
         if written is None or not self._runs_on_every_call(write, written[0]):
             return []
-        function, parameter = written
+        function, name = written
         breaking = []
         for site in self.provenance.call_sites(function) or ():  # type: ignore[arg-type]
-            argument = site.arguments.get(parameter)
+            for held, passed in self._held_by_caller(site, function, name):
+                at_call = _Write(site.call, held, WriteKind.CALL, site.call)
+                saver = self._output_saver(at_call, passed)
+                savers = [saver] if saver is not None else self._input_savers(at_call, passed)
+                if savers:
+                    breaking.append((site, savers[0]))
+                    break
+        return breaking
+
+    def _held_by_caller(
+        self, site: CallSite, function: ScopeNode, name: str
+    ) -> list[tuple[ast.expr, _Alias]]:
+        """How the caller holds the tensor the write changes: the argument it passes for
+        the parameter `name`; for an attribute `self.x`, its own reads of `self.x` when it
+        calls the method on its own `self` (a method of the same class)."""
+        if not name.startswith("self."):
+            argument = site.arguments.get(name)
             passed = self.alias_of(argument) if argument is not None else None
             if argument is None or passed is None:
-                continue
-            at_call = _Write(site.call, argument, WriteKind.CALL, site.call)
+                return []
             if self.analysis.value_of(argument).kind in _NOT_TENSORS:
+                return []
+            return [(argument, passed)]
+        func = site.call.func
+        caller = self.analysis.scope_of(site.call)
+        if not (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "self"
+            and isinstance(caller, FUNCTION_TYPES)
+            and self.analysis.class_of(caller) is self.analysis.class_of(function)
+        ):
+            return []  # another object's attribute, or a caller gradfix cannot tie to `self`
+        held: dict[Storage, tuple[ast.expr, _Alias]] = {}
+        for load in self._loads(caller):
+            if target_key(load) != name:
                 continue
-            saver = self._output_saver(at_call, passed)
-            savers = [saver] if saver is not None else self._input_savers(at_call, passed)
-            if savers:
-                breaking.append((site, savers[0]))
-        return breaking
+            passed = self.alias_of(load)
+            if passed is not None:
+                held.setdefault(passed.storage, (load, passed))
+        return list(held.values())
 
     def _runs_on_every_call(self, write: _Write, function: ScopeNode) -> bool:
         """A statement of the function's own body (not under an `if` or a loop), with no
@@ -838,6 +1001,27 @@ class _Checker:
             "gradfix could not prove that no caller reads the tensor after the call.",
             {},
         )
+
+    def _clone_where_caller_reads(self, alias: _Alias, savers: list[_Saver]) -> _Fix:
+        """A method's write into an attribute of `self`: the callers that saved it let the
+        op save a copy (`torch.einsum("nc,ck->nk", [q, self.queue.clone()])`), which every
+        later read of the attribute still sees updated."""
+        if (
+            not self._clonable(alias)
+            or any(saver.argument is None or saver.within is not None for saver in savers)
+        ):
+            return _Fix(
+                Tier.REPORT,
+                "Clone it where the caller's op reads it, unless it is a parameter; or update "
+                "it after backward.",
+                {},
+            )
+        replacements: dict[ast.AST, Rewrite] = {}
+        for saver in savers:
+            assert saver.argument is not None
+            replacements.setdefault(saver.argument, _cloned)
+        shown = ", ".join(f"`{self._cloned_code(argument)}`" for argument in replacements)
+        return _Fix(Tier.SAFE, f"Let the caller's op save a copy: {shown}.", replacements)
 
     def _is_leaf(self, base: Origin) -> bool:
         """A tensor that requires grad and has no history: in-place writes to it outside
@@ -1289,11 +1473,20 @@ def _argument_nodes(origin: Origin) -> list[tuple[ast.expr, bool]] | None:
         return [(node.target, False), (node.value, False)]
     if not isinstance(node, ast.Call):
         return None
-    # As provenance reads them: the positional arguments (`*xs` as `xs`), then the keyword
-    # ones (`**kw`, with no name, counted as a position as before).
-    arguments = [
-        (arg.value if isinstance(arg, ast.Starred) else arg, False) for arg in node.args
-    ] + [(keyword.value, keyword.arg is not None) for keyword in node.keywords]
+    # As provenance reads them: the positional arguments (`*xs` as `xs`; a literal list or
+    # tuple of tensors as its elements, `torch.einsum("nc,ck->nk", [q, k])`), then the
+    # keyword ones (`**kw`, with no name, counted as a position as before).
+    arguments: list[tuple[ast.expr, bool]] = []
+    for arg in node.args:
+        if isinstance(arg, ast.Starred):
+            arguments.append((arg.value, False))
+        elif isinstance(arg, (ast.List, ast.Tuple)) and not any(
+            isinstance(element, ast.Starred) for element in arg.elts
+        ):
+            arguments.extend((element, False) for element in arg.elts)
+        else:
+            arguments.append((arg, False))
+    arguments += [(keyword.value, keyword.arg is not None) for keyword in node.keywords]
     method = origin.key is not None and origin.key.startswith("Tensor.")
     if method and isinstance(node.func, ast.Attribute):
         return [(node.func.value, False), *arguments]

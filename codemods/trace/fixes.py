@@ -17,7 +17,7 @@ from pathlib import Path
 from codemods import atomic
 from codemods.analysis import FileAnalysis
 from codemods.findings import Finding, Tier
-from codemods.pipeline import _encoded_as, checked_tree, source_text
+from codemods.pipeline import checked_tree, encoded_as, nodes_overlap, source_text
 from codemods.rewrite import SourceEditor
 from codemods.rules import (
     gf001_accumulated_loss,
@@ -26,6 +26,7 @@ from codemods.rules import (
     gf004_inplace_on_saved,
 )
 from codemods.rules.base import Rewrite
+from codemods.rules.edits import calling
 from codemods.trace.observations import Kind, Observation
 
 _REPORTS = {Kind.DUPLICATE, Kind.STEP_BETWEEN, Kind.REUSED_AFTER_STEP, Kind.FAILED}
@@ -61,7 +62,7 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
                 statement = constructor  # type: ignore[assignment]
                 where = analysis.positions[constructor].start.line
                 observation = replace(observation, place=replace(observation.place, line=where))
-        if not replacements or _overlaps(analysis, replacements, applied):
+        if not replacements or nodes_overlap(replacements, applied, analysis):
             findings.append(_finding(observation, None, _tier(observation, replacements)))
             continue
         spans = [analysis.positions[statement], *(analysis.positions[n] for n in replacements)]
@@ -69,7 +70,7 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
         applied.update(replacements)
     new_source = None
     if applied:
-        new = _encoded_as(source, editor.rewritten(applied))
+        new = encoded_as(source, editor.rewritten(applied))
         ast.parse(new)  # a bug in a fix builder must never reach the user's file
         new_source = new if new != source else None
     analysis.release()
@@ -101,6 +102,9 @@ def _replacements(
 ) -> dict[ast.AST, Rewrite]:
     if observation.kind in _REPORTS:
         return {}
+    cloned = _facts(observation, "clone:")
+    if cloned:
+        return _clones(analysis, statement, cloned)
     replacements = _BUILDERS[observation.rule](analysis, statement, observation)
     if not replacements and observation.rule == "GF001":
         # A total the accumulation rule does not know the shape of (`meter.update(loss)`
@@ -113,10 +117,27 @@ def _fact(observation: Observation, prefix: str) -> str | None:
     return next((f.removeprefix(prefix) for f in observation.facts if f.startswith(prefix)), None)
 
 
+def _facts(observation: Observation, prefix: str) -> frozenset[str]:
+    return frozenset(f.removeprefix(prefix) for f in observation.facts if f.startswith(prefix))
+
+
 def _holders(observation: Observation) -> frozenset[str]:
-    return frozenset(
-        fact.removeprefix("holder:") for fact in observation.facts if fact.startswith("holder:")
-    )
+    return _facts(observation, "holder:")
+
+
+def _clones(
+    analysis: FileAnalysis, statement: ast.stmt, sources: frozenset[str]
+) -> dict[ast.AST, Rewrite]:
+    """`.clone()` on each read, in `statement`, of the saved tensor an op later wrote inside
+    itself (`sources`, its source text there); {} unless exactly one read is found."""
+    reads = [
+        node
+        for node in ast.walk(statement)
+        if isinstance(node, (ast.Name, ast.Attribute))
+        and isinstance(node.ctx, ast.Load)
+        and analysis.code_of(node) in sources
+    ]
+    return {reads[0]: calling("clone")} if len(reads) == 1 else {}
 
 
 def _tier(observation: Observation, replacements: dict[ast.AST, Rewrite]) -> Tier:
@@ -152,19 +173,3 @@ def _statement_at(analysis: FileAnalysis, line: int) -> ast.stmt | None:
         ):
             best = node
     return best
-
-
-def _overlaps(
-    analysis: FileAnalysis, new: dict[ast.AST, Rewrite], taken: dict[ast.AST, Rewrite]
-) -> bool:
-    positions = analysis.positions
-    for node in new:
-        a = positions[node]
-        for other in taken:
-            b = positions[other]
-            if (a.start.line, a.start.column) < (b.end.line, b.end.column) and (
-                b.start.line,
-                b.start.column,
-            ) < (a.end.line, a.end.column):
-                return True
-    return False

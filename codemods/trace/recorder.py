@@ -85,6 +85,9 @@ class _Write:
     stack: Stack
     parameter_update: bool  # a leaf that requires grad written (an optimizer step, SAM)
     module_class: str | None  # the torch module whose `inplace=True` made the write
+    # For a write inside an op (an embedding's renorm): the names that hold the saved tensor
+    # at the line that saved it, where the fix clones it; empty for a write of the user's own.
+    saver_names: frozenset[str] = frozenset()
 
 
 class _Saved:
@@ -215,6 +218,9 @@ class Recorder:
             written = _written(name, args, kwargs)
             if written:
                 self._on_writes(written, stack, _inplace_module(sys._getframe(2)))
+            renormalised = _renormalised(func, args, kwargs)
+            if renormalised is not None:
+                self._on_writes([renormalised], stack, None, frames)
         return result
 
     def _tag_outputs(
@@ -299,15 +305,23 @@ class Recorder:
 
     # -- writes --------------------------------------------------------------------------------
     def _on_writes(
-        self, written: list[torch.Tensor], stack: Stack, module_class: str | None
+        self,
+        written: list[torch.Tensor],
+        stack: Stack,
+        module_class: str | None,
+        op_frames: list[FrameType] | None = None,
     ) -> None:
+        """Record, on each saved tensor these writes changed, where it was written. With
+        `op_frames` (the user's frames of the op), the write is one an op makes inside itself
+        as part of the forward (an embedding lookup renormalising its weight): no update, and
+        the saved tensor's names at the op that saved it are kept for the fix there."""
         for tensor in written:
-            if tensor.is_leaf and tensor.requires_grad:
+            parameter = tensor.is_leaf and tensor.requires_grad and op_frames is None
+            if parameter:
                 self.parameter_writes += 1
             records = self._saved.get(_storage(tensor))
             if not records:
                 continue
-            parameter = tensor.is_leaf and tensor.requires_grad
             alive = []
             for reference in records:
                 record = reference()
@@ -315,7 +329,13 @@ class Recorder:
                     continue
                 alive.append(reference)
                 if record.write is None and record.tensor._version != record.version:
-                    record.write = _Write(stack, parameter or self._in_step > 0, module_class)
+                    update = parameter or (self._in_step > 0 and op_frames is None)
+                    saver_names = (
+                        _names_at(record.tensor, _innermost(record.stack), op_frames)
+                        if op_frames is not None
+                        else frozenset()
+                    )
+                    record.write = _Write(stack, update, module_class, saver_names)
             self._saved[_storage(tensor)] = alive
 
     def _pack(self, tensor: torch.Tensor) -> _Saved:
@@ -355,6 +375,17 @@ class Recorder:
             )
             place = _innermost(write.stack)  # the step's call, or the update's own line
             self._observe(Observation("GF003", Kind.STEP_BETWEEN, place, message, raised=True))
+            return
+        if write.saver_names:
+            written_at = _innermost(write.stack)
+            message = (
+                f"Observed at run time: the lookup at {written_at} renormalises, in place, a "
+                "weight (`max_norm`) that the op here saved for backward; backward raises "
+                "'modified by an inplace operation'. Use a clone of the weight here (the "
+                "nn.Embedding documentation's fix): gradients still reach the weight."
+            )
+            facts = frozenset(f"clone:{name}" for name in write.saver_names)
+            self._observe(Observation("GF004", Kind.INPLACE, saved_at, message, facts, raised=True))
             return
         message = (
             f"Observed at run time: this in-place write changes a tensor that the op at "
@@ -602,6 +633,51 @@ def _written(name: str, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     if out is not None:
         written.extend(_tensors(out, depth=1))
     return written
+
+
+def _renormalised(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The weight an embedding lookup with `max_norm` renormalises in place. The write happens
+    inside `F.embedding` (`torch.embedding_renorm_` on a detached alias), below the mode, so
+    the lookup itself is the only call gradfix sees."""
+    if func is not torch.nn.functional.embedding or _argument(args, kwargs, 3, "max_norm") is None:
+        return None
+    weight = _argument(args, kwargs, 1, "weight")
+    return weight if isinstance(weight, torch.Tensor) else None
+
+
+def _names_at(tensor: torch.Tensor, place: Place, frames: list[FrameType]) -> frozenset[str]:
+    """The source text that reads `tensor` at `place`, from the frame among `frames` that runs
+    that line's code: a local name, or a parameter of a module held by a local name or by
+    `self` (`embedding.weight`, `self.embed.weight`). Read from `__dict__`s only."""
+    frame = next(
+        (
+            f
+            for f in frames
+            if f.f_code.co_filename == place.path
+            and any(line == place.line for _, _, line in f.f_code.co_lines())
+        ),
+        None,
+    )
+    if frame is None:
+        return frozenset()
+    names: set[str] = set()
+    for name, value in frame.f_locals.items():
+        if value is tensor:
+            names.add(name)
+        elif isinstance(value, torch.nn.Module):
+            names |= {f"{name}.{path}" for path in _parameter_paths(value, tensor)}
+    return frozenset(names)
+
+
+def _parameter_paths(module: torch.nn.Module, tensor: torch.Tensor) -> Iterator[str]:
+    """`weight` or `embed.weight`: where `module` holds `tensor`, itself or one submodule down."""
+    for name, parameter in vars(module).get("_parameters", {}).items():
+        if parameter is tensor:
+            yield name
+    for child_name, child in vars(module).get("_modules", {}).items():
+        for name, parameter in vars(child).get("_parameters", {}).items() if child else ():
+            if parameter is tensor:
+                yield f"{child_name}.{name}"
 
 
 def _inplace_module(frame: FrameType | None) -> str | None:
