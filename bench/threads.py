@@ -32,10 +32,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -341,14 +342,17 @@ def print_table(scores: list[Score]) -> None:
         )
 
 
-def print_cases(scores: list[Score]) -> None:
+def print_cases(scores: Sequence[Any], partial: str = "advised") -> None:
+    """One line per case (a `Score`, or a score of `trace_threads.py`), and its findings.
+    `partial`: the score's flag for a fix case not fixed but more than detected ("advised";
+    `trace_threads.py`: "at_line")."""
     for s in scores:
         if s.case.kind == "leave":
             verdict = "left alone" if s.left_alone else "FLAGGED"
         elif s.fixed:
             verdict = "fixed"
-        elif s.advised:
-            verdict = "advised"
+        elif getattr(s, partial):
+            verdict = partial.replace("_", " ")
         elif s.detected:
             verdict = "detected"
         else:

@@ -31,7 +31,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from threads import RULES, ThreadCase, discover, judge_rewrite, percent  # noqa: E402
+from threads import (  # noqa: E402
+    RULES,
+    ThreadCase,
+    discover,
+    judge_rewrite,
+    percent,
+    print_cases,
+)
 
 TRACE_SECONDS = 120
 _GRADFIX = "import sys; from codemods.cli import main; sys.argv[0] = 'gradfix'; main()"
@@ -109,24 +116,6 @@ def print_table(scores: list[TraceScore]) -> None:
         )
 
 
-def print_cases(scores: list[TraceScore]) -> None:
-    for s in scores:
-        if s.case.kind == "leave":
-            verdict = "left alone" if s.left_alone else "FLAGGED"
-        elif s.fixed:
-            verdict = "fixed"
-        elif s.at_line:
-            verdict = "at line"
-        elif s.detected:
-            verdict = "detected"
-        else:
-            verdict = "MISSED"
-        expect = f" expect={s.case.expect}" if s.case.expect else ""
-        print(f"{s.case.name}: {verdict}{expect}" + (f"  WRONG: {s.wrong}" if s.wrong else ""))
-        for finding in s.findings:
-            print(f"    {finding.splitlines()[0][:160]}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", type=Path, help="case or rule directories")
@@ -137,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         scores = list(pool.map(lambda case: score_case(case, Path(tmp)), cases))
     if args.verbose:
-        print_cases(scores)
+        print_cases(scores, partial="at_line")
         print()
     print_table(scores)
     return 0
