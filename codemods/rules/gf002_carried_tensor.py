@@ -1026,11 +1026,15 @@ def _class_and_attribute(analysis: FileAnalysis, carry: _Carry) -> tuple[str, st
 
 
 def _may_be_none(analysis: FileAnalysis, carry: _Carry) -> bool:
-    """Whether the carried name (or attribute) is ever bound to `None` (`h = None` ...
-    `out, h = rnn(x, h)`). (Parameters are not occurrences: one defaulting to `None` does
-    not count, as it did not with LibCST's index.)"""
-    scope = analysis.scope_of(carry.store)
-    for occurrence in _occurrences(analysis, carry.key, scope, class_wide=True):
+    return _bound_to_none(analysis, carry.key, analysis.scope_of(carry.store))
+
+
+def _bound_to_none(analysis: FileAnalysis, key: str, scope: ScopeNode) -> bool:
+    """Whether the name (or `self` attribute) `key` is ever bound to `None` in `scope` (`h =
+    None` ... `out, h = rnn(x, h)`), for an attribute in any method of its class.
+    (Parameters are not occurrences: one defaulting to `None` does not count, as it did not
+    with LibCST's index.)"""
+    for occurrence in _occurrences(analysis, key, scope, class_wide=True):
         assign = analysis.parent(occurrence)
         if (
             isinstance(assign, ast.Assign)
@@ -1502,8 +1506,9 @@ def fix_at(
             and analysis.code_of(node) in holders
             and not _is_method_receiver(analysis, node)
         ):
-            code = analysis.code_of(node)
-            may_be_none = re.search(rf"(?m)^\s*{re.escape(code)}\s*=\s*None\b", analysis.source)
+            key = target_key(node)
+            scope = analysis.scope_of(statement)
+            may_be_none = key is not None and _bound_to_none(analysis, key, scope)
             detached = calling("detach")
             replacements[node] = _unless_none(detached) if may_be_none else detached
     return replacements
