@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -58,7 +59,14 @@ def start_gradfix(args: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=os.environ.copy(),
+        preexec_fn=_sigint_as_in_a_terminal,
     )
+
+
+def _sigint_as_in_a_terminal() -> None:
+    # A pytest run as a shell's background job passes SIGINT ignored to its children, and
+    # Python then leaves it ignored: the Ctrl-C tests would send a signal nobody receives.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def descendants(pid: int) -> set[int]:

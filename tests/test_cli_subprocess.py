@@ -14,6 +14,9 @@ INTERRUPTED_WHILE_IMPORTING = """
 import os, signal, sys
 from codemods.cli import main
 
+# What a terminal gives: a pytest run as a shell's background job would pass SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def hook(event, args):
     if event == "import" and args[0] == {module!r}:
         os.kill(os.getpid(), signal.SIGINT)
