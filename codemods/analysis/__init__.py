@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from codemods.analysis import torch_api
 from codemods.analysis.bindings import NamedExpressions, ScopeBindings, scope_bindings
+from codemods.analysis.detaching import detached_value, returns_detached
 from codemods.analysis.imports import dotted_name, import_aliases, qualify
 from codemods.analysis.index import (
     FUNCTION_TYPES,
@@ -449,6 +450,26 @@ class FileAnalysis:
             return self.index.functions.get(callee.cls)
         return None
 
+    @cached_property
+    def detaching_helpers(self) -> dict[str, Function]:
+        """The file's functions that return their one argument detached (`repackage_hidden`),
+        by name, in source order."""
+        return {
+            name: function
+            for name, function in self.index.functions.items()
+            if returns_detached(function)
+        }
+
+    def returns_detached(self, call: ast.Call) -> bool:
+        """Whether `call` runs one of the file's detaching helpers on one argument."""
+        return (
+            isinstance(call.func, ast.Name)
+            and call.func.id in self.detaching_helpers
+            and len(call.args) == 1
+            and not call.keywords
+            and not has_star(call)
+        )
+
     def grad_disabled_by_decorator(self, function: Function) -> bool:
         for expression in function.decorator_list:
             callee = expression.func if isinstance(expression, ast.Call) else expression
@@ -737,6 +758,8 @@ class FileAnalysis:
             return None
         positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
+        if receiver is None and len(args) == 1 and function.name in self.detaching_helpers:
+            return detached_value(args[0])  # whatever it is given, it hands back no graph
         # What a method returns depends on its object's attributes too: a summary made
         # before the constructor saw its arguments is not reused after.
         key = (function, receiver, tuple(args), grad, self._class_env_version)

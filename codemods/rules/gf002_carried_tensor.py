@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
+from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
@@ -384,36 +385,11 @@ def _rebound_unless_none(analysis: FileAnalysis, loop: Loop, key: str, read: ast
             return False
         if (
             isinstance(statement, ast.If)
-            and _is_none_test(statement.test, key, ast.IsNot)
-            and _always_rebinds(statement.body, key)
+            and is_none_test(statement.test, key, ast.IsNot)
+            and always_rebinds(statement.body, key)
         ):
             return True
     return False
-
-
-def _always_rebinds(block: list[ast.stmt], key: str) -> bool:
-    """Whether every path through `block` assigns `key` (`if isinstance(h, tuple): h = ...
-    else: h = h.detach()` counts)."""
-    return any(
-        (isinstance(small, ast.Assign) and any(key in _bound_names(t) for t in small.targets))
-        or (
-            isinstance(small, ast.If)
-            and _always_rebinds(small.body, key)
-            and _always_rebinds(small.orelse, key)
-        )
-        for small in block
-    )
-
-
-def _is_none_test(test: ast.expr, key: str, operator: type) -> bool:
-    """`key is None` (operator `ast.Is`) or `key is not None` (`ast.IsNot`)."""
-    return (
-        isinstance(test, ast.Compare)
-        and target_key(test.left) == key
-        and len(test.ops) == 1
-        and type(test.ops[0]) is operator
-        and _is_none(test.comparators[0])
-    )
 
 
 def _is_none(node: ast.AST | None) -> bool:
@@ -456,12 +432,8 @@ def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
     ):
         return False  # `h.data`, `Variable(h.data)` (pre-0.4 code) detach too
     call = _argument_of(analysis, read)
-    if call is not None and _returns_detached(analysis, call):
+    if call is not None and analysis.returns_detached(call):
         return False  # `detach(states)` with `return [Variable(s.data) for s in states]`
-    if call is not None:
-        helper = _detach_helper(analysis)
-        if isinstance(call.func, ast.Name) and helper is not None:
-            return call.func.id != helper
     if isinstance(parent, ast.comprehension) and parent.iter is read:
         # `tuple(s.detach() for s in h)`, `tuple([each.data for each in h])`
         comprehension = analysis.parent(parent)
@@ -475,52 +447,6 @@ def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
         if isinstance(element, ast.Attribute) and element.attr in ("detach", "data"):
             return False
     return True
-
-
-def _returns_detached(analysis: FileAnalysis, call: ast.Call) -> bool:
-    """Whether `call` runs a one-parameter function of the file whose every `return` gives
-    its argument detached: `h.detach()`, `h.data`, or element-wise over it
-    (`[Variable(s.data).cuda() for s in h]`, `tuple(s.detach() for s in h)`)."""
-    if not isinstance(call.func, ast.Name) or len(call.args) != 1 or call.keywords:
-        return False
-    function = analysis.index.functions.get(call.func.id)
-    if function is None or len(function.args.args) != 1:
-        return False
-    parameter = function.args.args[0].arg
-    returns = [n for n in analysis.descendants(function) if isinstance(n, ast.Return)]
-    return bool(returns) and all(
-        r.value is not None and _detached_form(r.value, parameter) for r in returns
-    )
-
-
-def _detached_form(expression: ast.expr, name: str) -> bool:
-    """`name.detach()` / `name.data` (inside `Variable(...)`, `.cuda()`, `.to(...)`), or a
-    comprehension over `name` whose element is such a form of its variable."""
-    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Name):
-        if expression.func.id in ("tuple", "list") and len(expression.args) == 1:
-            return _detached_form(expression.args[0], name)
-        if expression.func.id == "Variable" and expression.args:
-            return _detached_form(expression.args[0], name)
-    if isinstance(expression, (ast.ListComp, ast.GeneratorExp)):
-        (generator, *rest) = expression.generators
-        return (
-            not rest
-            and isinstance(generator.iter, ast.Name)
-            and generator.iter.id == name
-            and isinstance(generator.target, ast.Name)
-            and _detached_form(expression.elt, generator.target.id)
-        )
-    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute):
-        if expression.func.attr == "detach":
-            return isinstance(expression.func.value, ast.Name) and expression.func.value.id == name
-        if expression.func.attr in ("cuda", "cpu", "to"):
-            return _detached_form(expression.func.value, name)
-    return (
-        isinstance(expression, ast.Attribute)
-        and expression.attr == "data"
-        and isinstance(expression.value, ast.Name)
-        and expression.value.id == name
-    )
 
 
 def _is_method_receiver(analysis: FileAnalysis, read: ast.AST) -> bool:
@@ -954,7 +880,7 @@ def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Re
     may_be_none = _may_be_none(analysis, carry) and not initialised
     if entry.kind is not state and not may_be_none and not initialised:
         return None  # the first iteration reads a value of another shape, or an unknown one
-    helper = _detach_helper(analysis)
+    helper = _shape_keeping_helper(analysis)
     stored = _stored_value(analysis, carry)
     named = stored.cls if stored.kind is Kind.TUPLE else None
     replacements: dict[ast.AST, Rewrite] = {}
@@ -1058,7 +984,7 @@ def _initialised_before(analysis: FileAnalysis, carry: _Carry) -> bool:
             break
         if (
             isinstance(node, ast.If)
-            and _is_none_test(node.test, carry.key, ast.Is)
+            and is_none_test(node.test, carry.key, ast.Is)
             and not node.orelse
             and any(
                 isinstance(s, ast.Assign) and any(target_key(t) == carry.key for t in s.targets)
@@ -1135,21 +1061,21 @@ def _path_to(target: ast.expr, wanted: ast.expr) -> list[int] | None:
     return None
 
 
-def _detach_helper(analysis: FileAnalysis) -> str | None:
-    """A function of this file that returns its argument detached (`repackage_hidden`)."""
-    for name, function in analysis.index.functions.items():
-        params = function.args.args
-        if len(params) != 1:
-            continue
-        param = params[0].arg
-        for occurrence in analysis.occurrences(param, function):
-            parent = analysis.parent(occurrence)
-            if (
-                isinstance(parent, ast.Attribute)
-                and parent.attr == "detach"
-                and isinstance(analysis.parent(analysis.parent(parent) or parent), ast.Return)
-            ):
-                return name
+def _shape_keeping_helper(analysis: FileAnalysis) -> str | None:
+    """The file's detaching helper that detaches a tensor as itself (`return h.detach()`), so
+    a state passed through it keeps its shape (`repackage_hidden`); not one that makes a list."""
+    for name, function in analysis.detaching_helpers.items():
+        parameter = function.args.args[0].arg
+        if any(
+            isinstance(node, ast.Return)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr == "detach"
+            and isinstance(node.value.func.value, ast.Name)
+            and node.value.func.value.id == parameter
+            for node in analysis.descendants(function)
+        ):
+            return name
     return None
 
 
