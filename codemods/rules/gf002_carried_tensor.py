@@ -62,6 +62,7 @@ from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.provenance import OriginKind, Provenance, evaluated_in, walk
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
 from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
@@ -161,6 +162,7 @@ class CarriedTensor(Rule):
             if finding is not None and finding.node not in reported:
                 reported.add(finding.node)
                 yield finding
+        yield from _retained_across_steps(analysis)
 
 
 # -- what it detects: carried values --------------------------------------------------------
@@ -591,6 +593,12 @@ def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> ast.Call | N
     """An optimizer step (`opt.step()` on an optimizer this file makes) that runs in every
     iteration the value is carried across (or every call of the carrying method)."""
     boundary = carry.loop if carry.loop is not None else analysis.scope_of(carry.store)
+    return _unconditional_step(analysis, boundary)
+
+
+def _unconditional_step(analysis: FileAnalysis, boundary: ast.AST) -> ast.Call | None:
+    """An optimizer step (`opt.step()` on an optimizer this file makes) that runs whenever
+    `boundary` (a loop body, a function) runs."""
     for node in analysis.descendants(boundary):
         if (
             isinstance(node, ast.Call)
@@ -612,32 +620,67 @@ def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: ast
     if not isinstance(value, ast.Call):
         return False
     module = analysis.value_of(value.func)
-    if module.kind is not Kind.MODULE or module.cls not in torch_api.RECURRENT_MODULES:
+    if module.kind is not Kind.MODULE:
         return False
     if not any(analysis.contains(value, read) for read in carry.carry_reads):
         return False
+    if module.cls not in torch_api.RECURRENT_MODULES and not _weights_take_carried(analysis, value):
+        return False
+    return _step_updates_module(analysis, step, value.func)
+
+
+def _step_updates_module(analysis: FileAnalysis, step: ast.Call, module: ast.expr) -> bool:
+    """Whether the optimizer of `step` (`opt.step()`) is built in this file over
+    `<module>.parameters()`."""
     optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
     return any(
         isinstance(node, ast.Assign)
         and any(target_key(t) == optimizer for t in node.targets)
         and isinstance(node.value, ast.Call)
         and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
-        and _takes_parameters_of(analysis, node.value, value.func)
+        and _takes_parameters_of(analysis, node.value, module)
         for node in analysis.index.of_types(ast.Assign)
     )
 
 
+def _weights_take_carried(analysis: FileAnalysis, call: ast.Call) -> bool:
+    """Whether the file's module called by `call` (`lstm(x, h0, c0)` with a `forward` the
+    file defines) certainly runs a layer with parameters on a value carried from the previous
+    iteration: that layer saved its weights for the carried input's gradient."""
+    for origin, certain in walk(Provenance(analysis).of(call)):
+        if (
+            certain
+            and origin.kind is OriginKind.FORWARD
+            and origin.module
+            and (origin.key or "").startswith("torch.nn.")  # a layer, not an unseen module
+            and any(inner.kind is OriginKind.CARRIED for inner, _ in walk(origin))
+        ):
+            return True
+    return False
+
+
 def _takes_parameters_of(analysis: FileAnalysis, constructor: ast.Call, module: ast.expr) -> bool:
-    """Whether an optimizer's arguments hold `<module>.parameters()`."""
+    """Whether an optimizer's arguments hold `<module>.parameters()`: the same name, or a
+    name bound to the same module (`net.parameters()` in a base class's `__init__` for
+    `self.net` called in a subclass)."""
     wanted = target_key(module)
-    return wanted is not None and any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "parameters"
-        and target_key(node.func.value) == wanted
-        for arg in [*constructor.args, *constructor.keywords]
-        for node in analysis.descendants(arg)
-    )
+    built: list[ast.Call | None] = []  # the module's constructor, looked up when first needed
+    for arg in [*constructor.args, *constructor.keywords]:
+        for node in analysis.descendants(arg):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "parameters"
+            ):
+                continue
+            owner = node.func.value
+            if wanted is not None and target_key(owner) == wanted:
+                return True
+            if not built:
+                built.append(Provenance(analysis).module_constructor(module))
+            if built[0] is not None and Provenance(analysis).module_constructor(owner) is built[0]:
+                return True
+    return False
 
 
 def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[ast.expr]:
@@ -742,7 +785,8 @@ def _carry_finding(
         )
         return RuleFinding(store, message, Tier.REPORT)
     shown = ", ".join(f"`{v.shown}`" for v in verdicts)
-    message += f" Detach where it is carried: {shown}." + "".join(v.caveat for v in verdicts)
+    caveats = dict.fromkeys(v.caveat for v in verdicts)  # one per distinct caveat, in order
+    message += f" Detach where it is carried: {shown}." + "".join(caveats)
     tier = Tier.UNSAFE if any(v.tier is Tier.UNSAFE for v in verdicts) else Tier.SAFE
     (statement,) = edited
     return RuleFinding(statement or store, message, tier, replacements)
@@ -1082,6 +1126,81 @@ def _shape_keeping_helper(analysis: FileAnalysis) -> str | None:
 def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
     loops = analysis.enclosing_loops(read)
     return bool(loops) and loops[0] is not carry.loop
+
+
+# -- what it detects: a graph kept across the steps of a loop by retain_graph ---------------
+def _retained_across_steps(analysis: FileAnalysis) -> Iterator[RuleFinding]:
+    """`fake = netG(z)` before a loop whose every iteration backpropagates through it with
+    `retain_graph=True` and then steps the optimizer of the module that made it: from the
+    second iteration on, the backward walks a graph made with weights the step has changed
+    (stale gradients, or 'modified by an inplace operation' where the graph saved them).
+    Reported with advice to recompute the value inside the loop: where the recomputation
+    goes, and what it takes, is the user's to decide."""
+    provenance: Provenance | None = None
+    for call in analysis.backward_calls:
+        loops = analysis.enclosing_loops(call)
+        if not loops or not _only_retains(call) or in_forward(analysis, call):
+            continue
+        loop = loops[0]
+        step = _unconditional_step(analysis, loop)
+        if step is None or _conditional(analysis, analysis.statement_of(call) or call, loop):
+            continue
+        provenance = provenance or Provenance(analysis)
+        made = _made_before_by_stepped_module(analysis, provenance, call, loop, step)
+        if made is None:
+            continue
+        read = _read_of_made(analysis, provenance, loop, call, made)
+        kept = f"`{analysis.code_of(read)}` (`{analysis.code_of(made, 60)}`, line {made.lineno})"
+        message = (
+            f"`{analysis.code_of(call, 60)}` (line {call.lineno}) runs on every iteration of "
+            f"the loop at line {loop.lineno}, and each backpropagates through {kept}, "
+            f"computed once before it, whose graph `retain_graph=True` keeps across "
+            f"`{analysis.code_of(step)}` (line {step.lineno}), which updates the module that "
+            "made it: from the second iteration on, the backward walks a graph made with "
+            "weights the step has since changed (stale gradients, or 'one of the variables "
+            "needed for gradient computation has been modified by an inplace operation' "
+            "where that graph saved them). Recompute it inside the loop, after each step, "
+            "so that every iteration has a graph of its own; gradfix cannot prove where the "
+            "recomputation belongs."
+        )
+        yield RuleFinding(analysis.statement_of(read) or call, message, Tier.REPORT)
+
+
+def _read_of_made(
+    analysis: FileAnalysis, provenance: Provenance, loop: Loop, call: ast.Call, made: ast.Call
+) -> ast.expr:
+    """Where the iteration first reads what `made` produced before the loop (`fake` in
+    `output = netD(fake)`), or the backward's root when no name in the loop is seen to."""
+    scope = analysis.scope_of(call)
+    for node in analysis.descendants(loop):
+        if (
+            isinstance(node, ast.Name)
+            and analysis.is_load(node)
+            and analysis.index.start[node] < analysis.index.start[call]
+            and analysis.scope_of(node) is scope
+            and any(
+                origin.site is made or origin.expression is made
+                for origin, _ in walk(provenance.of(node))
+            )
+        ):
+            return node
+    return call.func.value  # type: ignore[attr-defined]
+
+
+def _made_before_by_stepped_module(
+    analysis: FileAnalysis, provenance: Provenance, call: ast.Call, loop: Loop, step: ast.Call
+) -> ast.Call | None:
+    """The call, outside `loop`, of a module with parameters that `step`'s optimizer updates,
+    whose output the backward `call` certainly differentiates through."""
+    for origin, certain in walk(provenance.of(call.func.value)):  # type: ignore[attr-defined]
+        if not (certain and origin.kind is OriginKind.FORWARD and origin.module):
+            continue
+        if evaluated_in(origin, loop, analysis) or not origin.is_graph_node:
+            continue
+        site = origin.site if isinstance(origin.site, ast.Call) else origin.expression
+        if isinstance(site, ast.Call) and _step_updates_module(analysis, step, site.func):
+            return site
+    return None
 
 
 # -- what it detects and when it is safe: kept values ----------------------------------------
