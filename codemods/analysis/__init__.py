@@ -407,6 +407,53 @@ class FileAnalysis:
                     calls.setdefault(callee.cls, []).append(node)
         return calls
 
+    def calls_running_forward(self, info: ClassInfo | None) -> list[ast.Call]:
+        """Calls that run the forward of the nn.Module class `info`: calls of its instances,
+        of an `nn.Sequential(...)` built with one among its layers, and of any module of the
+        file whose `forward` makes such a call (`net(x)` running `self.net = nn.Sequential(
+        nn.Linear(...), Leaky(...))`). Not argument-for-parameter calls: see `module_calls`."""
+        if info is None or not self.is_module_class(info.name):
+            return []
+        return self._forward_runs.get(info.name, [])
+
+    @cached_property
+    def _forward_runs(self) -> dict[str, list[ast.Call]]:
+        runs = {name: list(calls) for name, calls in self._module_calls.items()}
+        for node in self.index.of_types(ast.Call):
+            assert isinstance(node, ast.Call)
+            if self.statement_of(node) is None or self.value_of(node.func).cls != (
+                "torch.nn.Sequential"
+            ):
+                continue
+            from codemods.analysis.provenance import Provenance  # provenance imports this module
+
+            built = Provenance(self).module_constructor(node.func)
+            for layer in built.args if built is not None else ():
+                made = self.value_of(layer)
+                if made.kind is Kind.MODULE and made.cls in self.index.classes:
+                    runs.setdefault(made.cls, []).append(node)
+        # A module whose forward runs another's is itself a way to run it: to a fixed point,
+        # each pass adding at most one level of nesting.
+        for _ in range(len(self.index.classes)):
+            grew = False
+            for inner, calls in list(runs.items()):
+                owners = {self.index.class_of.get(self.scope_of(call)) for call in calls}
+                for name in owners - {None, inner}:
+                    outer = self.index.classes[name]  # type: ignore[index]
+                    if not self._in_forward(calls, outer):
+                        continue
+                    for call in runs.get(outer.name, []):
+                        if call not in calls:
+                            calls.append(call)
+                            grew = True
+            if not grew:
+                break
+        return runs
+
+    def _in_forward(self, calls: list[ast.Call], outer: ClassInfo) -> bool:
+        forward = outer.methods.get("forward")
+        return forward is not None and any(self.scope_of(call) is forward for call in calls)
+
     def lineage(self, class_name: str) -> list[str]:
         """The class and the file's own classes it derives from, nearest first."""
         found: list[str] = []

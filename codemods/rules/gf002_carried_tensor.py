@@ -60,7 +60,7 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
-from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, ClassInfo, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import OriginKind, Provenance, evaluated_in, walk
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
@@ -77,6 +77,7 @@ _TUPLE_STATE_MODULES = frozenset({"torch.nn.LSTM"})
 _TENSOR_STATE_MODULES = frozenset({"torch.nn.GRU", "torch.nn.RNN"})
 _GROWING_METHODS = frozenset({"append", "insert"})
 _FOR_TYPES = (ast.For, ast.AsyncFor)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _LOOP_OR_BRANCH = (ast.If, ast.Try, ast.TryStar, ast.For, ast.AsyncFor, ast.While)
 
 
@@ -181,7 +182,7 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
         loops = analysis.enclosing_loops(node)
-        loop_trains = bool(loops) and _loop_crosses_training_step(analysis, node, loops[0])
+        loop_trains = _training_loop_of(analysis, node) is not None
         # In a loop without a training step (a rollout's env steps) only a `self` attribute
         # can cross one: between calls of a method the file runs once per training step.
         across_calls = bool(loops) and not loop_trains and _called_between_steps(analysis, node)
@@ -253,20 +254,25 @@ def _carry_of(
     if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
-    if loops and _loop_crosses_training_step(analysis, store, loops[0]):
-        loop: Loop | None = loops[0]
+    training_loop = _training_loop_of(analysis, store)
+    if training_loop is not None:
+        loop: Loop | None = training_loop
+        if training_loop is not loops[0] and not _survives_iteration(
+            analysis, store, key, training_loop
+        ):
+            return None  # carried by an inner loop only, re-initialised each training step
         # Reaching bindings: the store reaches the read around the loop's back edge.
         carry_reads = [
             r
             for r in facts.carried_reads.get(store, [])
-            if analysis.contains(loops[0], r)
+            if analysis.contains(training_loop, r)
             and _carries_on(analysis, r)
-            and not _rebound_unless_none(analysis, loops[0], key, r)
+            and not _rebound_unless_none(analysis, training_loop, key, r)
         ]
         if not carry_reads:
             return None
-        reads = [read for read in facts.reads if analysis.contains(loops[0], read)]
-        stores = [s for s in facts.stores if analysis.contains(loops[0], s)]
+        reads = [read for read in facts.reads if analysis.contains(training_loop, read)]
+        stores = [s for s in facts.stores if analysis.contains(training_loop, s)]
     elif key.startswith("self.") and isinstance(scope, FUNCTION_TYPES):
         loop = None
         if scope.name == "__init__":
@@ -304,6 +310,26 @@ def _carry_of(
     else:
         return None
     return _carry_with(analysis, store, target, key, loop, reads, stores, carry_reads)
+
+
+def _training_loop_of(analysis: FileAnalysis, store: ast.Assign) -> Loop | None:
+    """The innermost loop around `store` whose iterations a training step separates: the
+    chunk loop around a time-step loop (`for chunk ...: for x in chunk: h = cell(x, h)`)."""
+    for loop in analysis.enclosing_loops(store):
+        if _loop_crosses_training_step(analysis, store, loop):
+            return loop
+    return None
+
+
+def _survives_iteration(analysis: FileAnalysis, store: ast.Assign, key: str, loop: Loop) -> bool:
+    """Whether what `store`, inside an inner loop of `loop`, binds reaches the next iteration
+    of `loop`: it reaches the statement of `loop`'s body that holds the store (a binding made
+    inside a statement reaches that statement's start only around `loop`'s back edge)."""
+    holder: ast.AST = store
+    while analysis.parent(holder) is not loop:
+        holder = analysis.parent(holder)  # type: ignore[assignment]
+    reaching = analysis.bindings(analysis.scope_of(store)).reaching(key, holder) or ()
+    return any(binding.statement is store for binding in reaching)
 
 
 def _carry_with(
@@ -483,6 +509,7 @@ class _CarryVerdict:
     replacements: dict[ast.AST, Rewrite]
     shown: str  # the detached read or store, for the message
     caveat: str = ""  # what else to do, or why an unsafe fix may change gradients
+    proven: bool = True  # False: gradfix could not prove the carried value holds a graph
     retained: bool = False  # its backward retains the graph: the next one meets the step
 
 
@@ -493,7 +520,7 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
         return None  # a tensor made to require grad on purpose (attribution, optimisation)
     stored = _stored_value(analysis, carry)
     if stored.grad is not Grad.ATTACHED and stored.element is not Grad.ATTACHED:
-        return None
+        return _discarded_detach_verdict(analysis, carry)
     if stored.leaf:
         return None  # a parameter has no history to keep alive
     if stored.loss and stored.scalar:
@@ -533,6 +560,26 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
             "start of each forward, or do not pass it); detach it only if consecutive batches "
             "continue one sequence.",
         )
+    repeated = _forward_repeated_in_step(analysis, carry)
+    if repeated is not None and _reset_by_called_method(analysis, carry):
+        return None  # `module.reset_mem()` called by the file: the user resets it per batch
+    if repeated is not None:
+        call, loop = repeated
+        return _CarryVerdict(
+            carry.key,
+            why,
+            reused_by_backward,
+            Tier.REPORT,
+            {},
+            "",
+            f" `{analysis.code_of(call, 60)}` (line {call.lineno}) runs this forward on every "
+            f"iteration of the loop at line {loop.lineno}, which takes no training step, so "  # type: ignore[attr-defined]
+            f"`{carry.key}` is carried from call to call within one step on purpose "
+            "(backpropagation through those calls), and detaching it would cut that. "
+            f"Restructure, so that each batch starts from a fresh state: re-initialise "
+            f"`{carry.key}` before that loop (a reset of the module's state at the start of "
+            "each batch), or detach it there if consecutive batches continue one sequence.",
+        )
     if retained:
         # With another backward freeing the graph, `retain_graph` shares it with that one.
         return None if freeing else _retained_verdict(analysis, carry, why, retained)
@@ -544,13 +591,164 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
 
 
+def _discarded_detach_verdict(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
+    """A carried state object whose graph the loop means to cut with `state.detach()`, where
+    the file's `detach` method only rebinds local names: nothing the object holds is
+    detached. Reported: gradfix cannot prove the object holds graph-attached tensors (what
+    reaches its attributes), but the code shows the intent and that it does nothing."""
+    if carry.loop is None:
+        return None
+    for node in analysis.descendants(carry.loop):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "detach"
+            and not call.args
+            and not call.keywords
+            and target_key(call.func.value) == carry.key
+        ):
+            continue
+        receiver = analysis.value_of(call.func.value)
+        info = analysis.index.classes.get(receiver.cls or "")
+        methods = _detach_methods(analysis, receiver)
+        if not methods or not all(_binds_only_locals(method, info) for method in methods):
+            return None
+        method = methods[0]
+        owner = analysis.index.class_of.get(method, "")
+        locals_bound = sorted(
+            {
+                t.id
+                for n in analysis.descendants(method)
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
+            | {
+                n.target.id
+                for n in analysis.descendants(method)
+                if isinstance(n, _FOR_TYPES) and isinstance(n.target, ast.Name)
+            }
+        )
+        shown = ", ".join(f"`{name}`" for name in locals_bound) or "nothing"
+        caveat = (
+            f" `{analysis.code_of(call)}` (line {call.lineno}) is meant to cut its graph, but "
+            f"`{owner}.detach` (line {method.lineno}) only rebinds local names ({shown}) and "
+            "stores nothing back on the object, so nothing it holds is detached. gradfix could "
+            f"not prove that `{carry.key}` holds graph-attached tensors; if it does, the next "
+            "backward reaches the previous iteration's graph. Detach what the object holds "
+            "and assign it back in that method (`self.hidden = tuple(h.detach() for h in "
+            "self.hidden)`)."
+        )
+        return _CarryVerdict(carry.key, "", False, Tier.REPORT, {}, "", caveat, proven=False)
+    return None
+
+
+def _detach_methods(analysis: FileAnalysis, receiver: Value) -> list[ast.FunctionDef]:
+    """The file's `detach` methods a call on `receiver` may run: its class's, when its class
+    is known, else every class's of the file."""
+    if receiver.cls is not None and receiver.cls in analysis.index.classes:
+        found = analysis.index.classes[receiver.cls].methods.get("detach")
+        return [found] if isinstance(found, ast.FunctionDef) else []
+    if receiver.kind not in (Kind.UNKNOWN, Kind.OBJECT):
+        return []
+    methods: list[ast.FunctionDef] = []
+    for info in analysis.index.classes.values():
+        found = info.methods.get("detach")
+        if isinstance(found, ast.FunctionDef) and found not in methods:
+            methods.append(found)
+    return methods
+
+
+def _binds_only_locals(
+    method: ast.FunctionDef, info: ClassInfo | None, getter: bool = False
+) -> bool:
+    """Whether `method`, run on an object of `info`, stores nothing on an object and returns
+    nothing: no attribute or item stores, no in-place (`_`-suffixed) calls; a method it calls
+    on `self` (`self.tensors()`) may return a value (a `getter`) but stores nothing either."""
+    for node in ast.walk(method):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
+            return False
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            return False
+        if isinstance(node, ast.Return) and node.value is not None and not getter:
+            return False
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr.endswith("_"):
+            return False
+        if target_key(node.func.value) == "self":
+            called = info.methods.get(node.func.attr) if info is not None else None
+            if getter or not isinstance(called, ast.FunctionDef):
+                return False  # one level of getters is enough to see what it loops over
+            if not _binds_only_locals(called, info, getter=True):
+                return False
+    return True
+
+
+def _forward_repeated_in_step(
+    analysis: FileAnalysis, carry: _Carry
+) -> tuple[ast.Call, ast.AST] | None:
+    """For a state a module keeps between forward calls, a call running that forward in a
+    loop without a training step (the time steps of a spiking or recurrent model's outer
+    forward), with that loop: the state then links calls of one step as well as steps."""
+    if carry.loop is not None or not in_forward(analysis, carry.store):
+        return None
+    info = analysis.class_of(analysis.scope_of(carry.store))
+    for call in analysis.calls_running_forward(info):
+        loops = analysis.enclosing_loops(call)
+        node = analysis.parent(call)
+        while node is not None and not isinstance(node, (*FUNCTION_TYPES, ast.Module)):
+            if isinstance(node, _COMPREHENSIONS) or (
+                node in loops and not analysis.loop_reaches_step(node)  # type: ignore[arg-type]
+            ):
+                return call, node  # type: ignore[return-value]
+            node = analysis.parent(node)
+    return None
+
+
+def _reset_by_called_method(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether another method of the carrying class (`reset_mem`) binds the state to a value
+    with no graph, and the file calls it: when it runs is the user's schedule."""
+    scope = analysis.scope_of(carry.store)
+    info = analysis.class_of(scope)
+    if info is None:
+        return False
+    for name, method in info.methods.items():
+        if method is scope or name == "__init__" or not _called(analysis, name):
+            continue
+        for node in analysis.descendants(method):
+            if (
+                isinstance(node, ast.Assign)
+                and any(target_key(t) == carry.key for t in node.targets)
+                and _carries_no_graph(analysis.value_of(node.value))
+            ):
+                return True
+    return False
+
+
+def _called(analysis: FileAnalysis, name: str) -> bool:
+    """Whether the file calls a function or method `name` from code that runs: the module,
+    or a function the file itself calls (`utils.reset(net)` running `module.reset_mem()`)."""
+    for call in analysis.index.calls_by_name.get(name, []):
+        caller = analysis.scope_of(call)
+        if not isinstance(caller, FUNCTION_TYPES):
+            return True
+        if any(
+            analysis.scope_of(outer) is not caller
+            for outer in analysis.index.calls_by_name.get(caller.name, [])
+        ):
+            return True
+    return False
+
+
 def _random_batches(analysis: FileAnalysis, carry: _Carry) -> ast.AST | None:
     """For a state a module keeps between forward calls, what makes the batches of the
     training loops that call it random draws (a shuffling loader, `torch.randperm`)."""
     if carry.loop is not None or not in_forward(analysis, carry.store):
         return None
     info = analysis.class_of(analysis.scope_of(carry.store))
-    for call in analysis.module_calls(info):
+    for call in analysis.calls_running_forward(info):
         for loop in analysis.enclosing_loops(call):
             if analysis.loop_reaches_step(loop):
                 draw = analysis.training.draws_random_batches(loop, analysis.scope_of(loop))
@@ -772,6 +970,8 @@ def _carry_finding(
     else:
         symptom = "each new value references the previous one's graph, so memory grows"
     message = f"{names} {carries} ({verdicts[0].why}) from one iteration into the next: {symptom}."
+    if not all(v.proven for v in verdicts):
+        message = f"{names} is carried from one iteration of a training loop into the next."
     replacements = {k: v for verdict in verdicts for k, v in verdict.replacements.items()}
     edited = {analysis.statement_of(node) for node in replacements}
     if any(v.tier is Tier.REPORT for v in verdicts) or len(edited) > 1:
@@ -896,16 +1096,21 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     }
     return any(
         analysis.contains(loop, call)
-        for call in analysis.module_calls(analysis.class_of(analysis.scope_of(carry.store)))
+        for call in analysis.calls_running_forward(
+            analysis.class_of(analysis.scope_of(carry.store))
+        )
         for loop in backward_loops
     )
 
 
 def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Rewrite], str] | None:
     store = carry.store
-    if _is_update_of_itself(carry) and isinstance(store.value, ast.BinOp):
+    # An EMA / running statistic: keep the update out of the graph. Not when the step goes
+    # on computing with the new value (`self.v = beta * self.v + x`, then `spike(self.v)`):
+    # the state is then part of the step's computation, and detaching `x` would cut it.
+    if _is_update_of_itself(carry) and isinstance(store.value, ast.BinOp) and not carry.later_reads:
         atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
-        if atoms:  # an EMA / running statistic: keep the update out of the graph
+        if atoms:
             return {a: _detached for a in atoms}, _detached_text(analysis, atoms[0])
     if not carry.later_reads:
         edit = _store_edit(analysis, carry)
