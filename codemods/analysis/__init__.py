@@ -69,6 +69,9 @@ class FileAnalysis:
         self._grad_enabled: dict[ast.AST, bool] = {}
         self._loop_entry: dict[ast.AST, Env] = {}
         self._call_args: dict[Function, list[list[Value]]] = {}
+        # The classes of the objects each method of the file is called on (`model.step()` on
+        # a subclass instance runs the base's method with `self` of the subclass).
+        self._receiver_classes: dict[Function, set[str | None]] = {}
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
         self._truncated = 0  # calls answered UNKNOWN for depth or recursion
@@ -676,6 +679,7 @@ class FileAnalysis:
         # What that pass passed on is not yet known (`super().__init__(net, printer)` with
         # parameters no caller filled): every call is interpreted again below.
         self._call_args.clear()
+        self._receiver_classes.clear()
         self._interpret_scope(self.module, {}, True)
         for function in self._callers_first():
             grad = not self.grad_disabled_by_decorator(function)
@@ -741,9 +745,10 @@ class FileAnalysis:
         if info is not None and not _is_static(function):
             receiver = (list(function.args.posonlyargs) + list(function.args.args))[:1]
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
+            own = self._receiver_class(function, info.name)
             for param in receiver:
-                env[param.arg] = Value(Grad.FREE, kind, cls=info.name)
-            for owner in reversed(self.lineage(info.name)):  # a subclass's binding wins
+                env[param.arg] = Value(Grad.FREE, kind, cls=own)
+            for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         calls = self._call_args.get(function, [])
         for position, param in enumerate(params):
@@ -753,6 +758,17 @@ class FileAnalysis:
                 value = passed if value is None else value.join(passed)
             env[param.arg] = value if value is not None else UNKNOWN
         return env
+
+    def _receiver_class(self, function: Function, defining: str) -> str:
+        """The class `self` has in `function`, a method of `defining`: the one subclass of the
+        file every call in the file runs it on (so `self.create_log()` runs that subclass's
+        override), else `defining` itself."""
+        seen = self._receiver_classes.get(function, set())
+        if len(seen) == 1:
+            (only,) = seen
+            if only is not None and only != defining and defining in self.lineage(only):
+                return only
+        return defining
 
     def passed_parameters(self, function: Function) -> list[ast.arg]:
         """The positional parameters a call's arguments fill: a method's without its `self`
@@ -805,6 +821,8 @@ class FileAnalysis:
             return None
         positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
+        if receiver is not None and self.class_of(function) is not None:
+            self._receiver_classes.setdefault(function, set()).add(receiver.cls)
         if receiver is None and len(args) == 1 and function.name in self.detaching_helpers:
             return detached_value(args[0])  # whatever it is given, it hands back no graph
         # What a method returns depends on its object's attributes too: a summary made

@@ -51,6 +51,7 @@ reported instead.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -68,6 +69,13 @@ from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling, method_call
+from codemods.rules.records import (
+    DICT_SUBCLASS_TEXT,
+    attached_keys,
+    record_copy,
+    region_binding_afresh,
+    used_after,
+)
 
 _STORE_TEXT = re.compile(r"\bfor\b|\bwhile\b|self\.\w+\s*=")
 # Expressions a `.detach()` follows without parentheses (as `edits.method_call` decides).
@@ -161,6 +169,10 @@ class CarriedTensor(Rule):
         for store in _kept_stores(analysis):
             finding = _judge_kept(analysis, store)
             if finding is not None and finding.node not in reported:
+                reported.add(finding.node)
+                yield finding
+        for finding in _kept_records(analysis):
+            if finding.node not in reported:
                 reported.add(finding.node)
                 yield finding
         yield from _retained_across_steps(analysis)
@@ -1331,6 +1343,89 @@ def _shape_keeping_helper(analysis: FileAnalysis) -> str | None:
 def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
     loops = analysis.enclosing_loops(read)
     return bool(loops) and loops[0] is not carry.loop
+
+
+# -- what it detects: records of tensors kept across steps ----------------------------------
+def _kept_records(analysis: FileAnalysis) -> Iterator[RuleFinding]:
+    """`self.training_step_outputs.append(log)`, where `log` is a dict whose graph-attached
+    entries include tensors other than losses (attention maps, predictions kept for the
+    epoch's end), appended in a training loop or in a method the file runs once per training
+    step: the list keeps every step's graph. Appended as a copy with those entries detached.
+    (A record whose attached entries are all losses is GF001's.)"""
+    for statement in analysis.index.of_types(ast.Expr):
+        call = statement.value  # type: ignore[attr-defined]
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "append"
+            and len(call.args) == 1
+            and not call.keywords
+            and isinstance(call.args[0], ast.Name)
+        ):
+            continue
+        record = call.args[0]
+        value = analysis.value_of(record)
+        keys = attached_keys(value)
+        entries = [value.entry(key) for key in keys]
+        if not keys or all(e is not None and (e.loss or e.scalar) for e in entries):
+            continue  # nothing attached, or only losses (GF001's)
+        finding = _judge_record(analysis, statement, call.func.value, record, keys, entries)  # type: ignore[arg-type]
+        if finding is not None:
+            yield finding
+
+
+def _judge_record(
+    analysis: FileAnalysis,
+    statement: ast.Expr,
+    container: ast.expr,
+    record: ast.Name,
+    keys: tuple[str, ...],
+    entries: list[Value | None],
+) -> RuleFinding | None:
+    key = target_key(container)
+    if key is None or in_forward(analysis, statement):
+        return None
+    loops = analysis.enclosing_loops(statement)
+    if loops:
+        outlived = [
+            loop
+            for loop in loops
+            if (key in analysis.loop_entry(loop) or key.startswith("self."))
+            and analysis.loop_reaches_step(loop)
+        ]
+        if not outlived:
+            return None
+    elif not (key.startswith("self.") and _called_between_steps(analysis, statement)):  # type: ignore[arg-type]
+        return None
+    if follow_target(analysis, container).backward_calls:
+        return None  # differentiated afterwards: kept on purpose
+    region = region_binding_afresh(analysis, record, statement)
+    if region is None:
+        return None  # the same dict appended again and again: a copy would change that
+    shown = ", ".join(f"`{json.dumps(k)}`" for k in keys)
+    across = "loop iterations" if loops else "training steps (calls of this method)"
+    message = (
+        f"`{analysis.code_of(container)}` keeps `{record.id}` across {across}, whose {shown} "
+        "entries are graph-attached, not only losses (tensors computed in the step's "
+        "forward): every step's autograd graph stays alive and memory grows. Append a copy "
+        f"with {shown} detached instead."
+    )
+    if not all(entry is not None and entry.kind is Kind.TENSOR for entry in entries):
+        return RuleFinding(
+            statement, message + " (Some are not tensors: detach them by hand.)", Tier.REPORT
+        )
+    reasons = []
+    if used_after(analysis, region, record, statement):
+        reasons.append(
+            f"`{record.id}` is used after the append and the list now keeps a copy of it, "
+            "check nothing changes it"
+        )
+    if DICT_SUBCLASS_TEXT.search(analysis.source):
+        reasons.append(f"the copy is a plain dict, check `{record.id}` is one")
+    if reasons:
+        message += f" Unsafe: {'; '.join(reasons)}."
+    tier = Tier.UNSAFE if reasons else Tier.SAFE
+    return RuleFinding(statement, message, tier, {record: record_copy(keys)})
 
 
 # -- what it detects: a graph kept across the steps of a loop by retain_graph ---------------
