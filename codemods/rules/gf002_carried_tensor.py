@@ -7,7 +7,11 @@ logged losses are GF001's):
   `hidden = model(x, hidden)`, `out, (h, c) = lstm(x, (h, c))`, `prev = out` ... `out + prev`,
   EMA centres (`center = m * center + (1 - m) * feat.mean(0)`), autoregressive feedback;
 - *kept*: appended to, or stored by a varying key into, a container that outlives the loop:
-  `outputs.append(logits)`, `bank[idx] = feat`.
+  `outputs.append(logits)`, `bank[idx] = feat`; a step's record (a dict appended whole, in a
+  training loop or a method run once per step) whose attached entries are not all losses;
+- *retained*: a value made once before a loop whose every iteration backpropagates through it
+  with `retain_graph=True` and steps the optimizer of the module that made it (a fake reused
+  over generator steps): reported, recompute it inside the loop.
 
 The training-step boundary decides (`analysis/training.py`). A carried value is a finding only
 when a backward or an optimizer step runs between the iterations it crosses: reachable from the
@@ -134,7 +138,19 @@ class CarriedTensor(Rule):
         "A state a module keeps between forward calls (`out, self.h = self.rnn(x, self.h)`) "
         "while the training loop draws its batches at random (`DataLoader(..., "
         "shuffle=True)`, `torch.randperm`) links unrelated sequences: it is reported with "
-        "advice to restructure (re-initialise the state per batch), never detached.\n\n"
+        "advice to restructure (re-initialise the state per batch), never detached. So is a "
+        "state kept by a layer whose forward runs several times in one step (a spiking "
+        "neuron's membrane inside an `nn.Sequential` called for each time step), unless the "
+        "file calls a method of the class that resets it. A state carried by an inner time "
+        "loop into the next chunk of the training loop around it is reported (the detach "
+        "belongs at the top of each chunk), and so is a state object whose `detach()` method "
+        "only rebinds local names.\n\n"
+        "A graph made once before a loop whose every iteration backpropagates through it with "
+        "`retain_graph=True` and steps the optimizer of the module that made it (a fake "
+        "reused over several generator steps) is reported with advice to recompute it inside "
+        "the loop. A step's record appended whole (`self.step_outputs.append(log)`) whose "
+        "graph-attached entries are not all losses is appended as a copy with them "
+        "detached.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
         "meta-learning loops, `backward(retain_graph=True)` with no optimizer step between "
