@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from codemods.analysis import torch_api
 from codemods.analysis.bindings import NamedExpressions, ScopeBindings, scope_bindings
+from codemods.analysis.detaching import detached_value, returns_detached
 from codemods.analysis.imports import dotted_name, import_aliases, qualify
 from codemods.analysis.index import (
     FUNCTION_TYPES,
@@ -68,6 +69,9 @@ class FileAnalysis:
         self._grad_enabled: dict[ast.AST, bool] = {}
         self._loop_entry: dict[ast.AST, Env] = {}
         self._call_args: dict[Function, list[list[Value]]] = {}
+        # The classes of the objects each method of the file is called on (`model.step()` on
+        # a subclass instance runs the base's method with `self` of the subclass).
+        self._receiver_classes: dict[Function, set[str | None]] = {}
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
         self._truncated = 0  # calls answered UNKNOWN for depth or recursion
@@ -406,6 +410,53 @@ class FileAnalysis:
                     calls.setdefault(callee.cls, []).append(node)
         return calls
 
+    def calls_running_forward(self, info: ClassInfo | None) -> list[ast.Call]:
+        """Calls that run the forward of the nn.Module class `info`: calls of its instances,
+        of an `nn.Sequential(...)` built with one among its layers, and of any module of the
+        file whose `forward` makes such a call (`net(x)` running `self.net = nn.Sequential(
+        nn.Linear(...), Leaky(...))`). Not argument-for-parameter calls: see `module_calls`."""
+        if info is None or not self.is_module_class(info.name):
+            return []
+        return self._forward_runs.get(info.name, [])
+
+    @cached_property
+    def _forward_runs(self) -> dict[str, list[ast.Call]]:
+        runs = {name: list(calls) for name, calls in self._module_calls.items()}
+        for node in self.index.of_types(ast.Call):
+            assert isinstance(node, ast.Call)
+            if self.statement_of(node) is None or self.value_of(node.func).cls != (
+                "torch.nn.Sequential"
+            ):
+                continue
+            from codemods.analysis.provenance import Provenance  # provenance imports this module
+
+            built = Provenance(self).module_constructor(node.func)
+            for layer in built.args if built is not None else ():
+                made = self.value_of(layer)
+                if made.kind is Kind.MODULE and made.cls in self.index.classes:
+                    runs.setdefault(made.cls, []).append(node)
+        # A module whose forward runs another's is itself a way to run it: to a fixed point,
+        # each pass adding at most one level of nesting.
+        for _ in range(len(self.index.classes)):
+            grew = False
+            for inner, calls in list(runs.items()):
+                owners = {self.index.class_of.get(self.scope_of(call)) for call in calls}
+                for name in owners - {None, inner}:
+                    outer = self.index.classes[name]  # type: ignore[index]
+                    if not self._in_forward(calls, outer):
+                        continue
+                    for call in runs.get(outer.name, []):
+                        if call not in calls:
+                            calls.append(call)
+                            grew = True
+            if not grew:
+                break
+        return runs
+
+    def _in_forward(self, calls: list[ast.Call], outer: ClassInfo) -> bool:
+        forward = outer.methods.get("forward")
+        return forward is not None and any(self.scope_of(call) is forward for call in calls)
+
     def lineage(self, class_name: str) -> list[str]:
         """The class and the file's own classes it derives from, nearest first."""
         found: list[str] = []
@@ -448,6 +499,26 @@ class FileAnalysis:
         if callee.kind is Kind.FUNCTION and callee.cls is not None:
             return self.index.functions.get(callee.cls)
         return None
+
+    @cached_property
+    def detaching_helpers(self) -> dict[str, Function]:
+        """The file's functions that return their one argument detached (`repackage_hidden`),
+        by name, in source order."""
+        return {
+            name: function
+            for name, function in self.index.functions.items()
+            if returns_detached(function)
+        }
+
+    def returns_detached(self, call: ast.Call) -> bool:
+        """Whether `call` runs one of the file's detaching helpers on one argument."""
+        return (
+            isinstance(call.func, ast.Name)
+            and call.func.id in self.detaching_helpers
+            and len(call.args) == 1
+            and not call.keywords
+            and not has_star(call)
+        )
 
     def grad_disabled_by_decorator(self, function: Function) -> bool:
         for expression in function.decorator_list:
@@ -608,6 +679,7 @@ class FileAnalysis:
         # What that pass passed on is not yet known (`super().__init__(net, printer)` with
         # parameters no caller filled): every call is interpreted again below.
         self._call_args.clear()
+        self._receiver_classes.clear()
         self._interpret_scope(self.module, {}, True)
         for function in self._callers_first():
             grad = not self.grad_disabled_by_decorator(function)
@@ -673,9 +745,10 @@ class FileAnalysis:
         if info is not None and not _is_static(function):
             receiver = (list(function.args.posonlyargs) + list(function.args.args))[:1]
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
+            own = self._receiver_class(function, info.name)
             for param in receiver:
-                env[param.arg] = Value(Grad.FREE, kind, cls=info.name)
-            for owner in reversed(self.lineage(info.name)):  # a subclass's binding wins
+                env[param.arg] = Value(Grad.FREE, kind, cls=own)
+            for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         calls = self._call_args.get(function, [])
         for position, param in enumerate(params):
@@ -685,6 +758,17 @@ class FileAnalysis:
                 value = passed if value is None else value.join(passed)
             env[param.arg] = value if value is not None else UNKNOWN
         return env
+
+    def _receiver_class(self, function: Function, defining: str) -> str:
+        """The class `self` has in `function`, a method of `defining`: the one subclass of the
+        file every call in the file runs it on (so `self.create_log()` runs that subclass's
+        override), else `defining` itself."""
+        seen = self._receiver_classes.get(function, set())
+        if len(seen) == 1:
+            (only,) = seen
+            if only is not None and only != defining and defining in self.lineage(only):
+                return only
+        return defining
 
     def passed_parameters(self, function: Function) -> list[ast.arg]:
         """The positional parameters a call's arguments fill: a method's without its `self`
@@ -737,6 +821,10 @@ class FileAnalysis:
             return None
         positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
+        if receiver is not None and self.class_of(function) is not None:
+            self._receiver_classes.setdefault(function, set()).add(receiver.cls)
+        if receiver is None and len(args) == 1 and function.name in self.detaching_helpers:
+            return detached_value(args[0])  # whatever it is given, it hands back no graph
         # What a method returns depends on its object's attributes too: a summary made
         # before the constructor saw its arguments is not reused after.
         key = (function, receiver, tuple(args), grad, self._class_env_version)

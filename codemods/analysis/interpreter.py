@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from codemods.analysis import torch_api
-from codemods.analysis.syntax import is_true, keyword_argument, string_value
+from codemods.analysis.syntax import has_star, is_true, keyword_argument, string_value
 from codemods.analysis.values import (
     FREE_TENSOR,
     NUMBER,
@@ -584,23 +584,7 @@ class Interpreter:
                 return receiver  # `Net().to(device)`, unless the file's class overrides it
         callee = self.value(node.func, env, grad)
         if callee.kind is Kind.MODULE:
-            output = replace(
-                self.tensor_result(Grad.ATTACHED, grad),
-                evidence="it is the output of a module call",
-            )
-            if callee.cls in torch_api.RECURRENT_MODULES:
-                state = output
-                if torch_api.RECURRENT_MODULES[callee.cls] == 2:
-                    state = Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output,) * 2)
-                return Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output, state))
-            forward = self.call_value(node, callee, args, grad, "forward")
-            if forward is not None and forward.kind is Kind.TUPLE:
-                return replace(forward, element=forward.element or output.grad)
-            if forward is not None and forward.kind is Kind.DICT and forward.element is not None:
-                return forward  # a dict of outputs or losses (`{"cls": ..., "box": ...}`)
-            if forward is not None and forward.grad is Grad.ATTACHED and grad:
-                return replace(output, scalar=forward.scalar, loss=forward.loss)
-            return output
+            return self.module_output(node, callee, args, grad)
         if callee.kind is Kind.PASSTHROUGH:
             return self.tensor_result(joined_grad(args), grad)
         if callee.kind is Kind.CRITERION:
@@ -623,6 +607,38 @@ class Interpreter:
         if isinstance(node.func, ast.Name):
             return self.builtin_call(node.func.id, args)
         return UNKNOWN
+
+    def module_output(self, node: ast.Call, callee: Value, args: list[Value], grad: bool) -> Value:
+        """What calling the module `callee` at `node` gives: a recurrent module's `(output,
+        state)`, the file's own module's `forward` run on `args`, an `nn.Sequential`'s
+        layers each run on the previous one's output; otherwise an output in the graph."""
+        if callee.parts is not None and len(args) == 1:
+            output = args[0]  # `nn.Sequential(nn.Linear(...), Leaky(...))(x)`
+            for layer in callee.parts:
+                if layer.kind is Kind.PASSTHROUGH:
+                    output = self.tensor_result(output.grad, grad)
+                elif layer.kind is Kind.MODULE:
+                    output = self.module_output(node, layer, [output], grad)
+                else:
+                    output = self.module_output(node, Value(Grad.FREE, Kind.MODULE), [], grad)
+            return output
+        output = replace(
+            self.tensor_result(Grad.ATTACHED, grad),
+            evidence="it is the output of a module call",
+        )
+        if callee.cls in torch_api.RECURRENT_MODULES:
+            state = output
+            if torch_api.RECURRENT_MODULES[callee.cls] == 2:
+                state = Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output,) * 2)
+            return Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output, state))
+        forward = self.call_value(node, callee, args, grad, "forward")
+        if forward is not None and forward.kind is Kind.TUPLE:
+            return replace(forward, element=forward.element or output.grad)
+        if forward is not None and forward.kind is Kind.DICT and forward.element is not None:
+            return forward  # a dict of outputs or losses (`{"cls": ..., "box": ...}`)
+        if forward is not None and forward.grad is Grad.ATTACHED and grad:
+            return replace(output, scalar=forward.scalar, loss=forward.loss)
+        return output
 
     def loss_result(self, args: list[Value], grad: bool, scalar: bool) -> Value:
         inputs = joined_grad(args[:2])
@@ -659,6 +675,9 @@ class Interpreter:
                 return Value(Grad.FREE, Kind.PASSTHROUGH)
             if short == "Parameter":
                 return Value(Grad.ATTACHED, Kind.TENSOR, evidence="it is a parameter", leaf=True)
+            if name == "torch.nn.Sequential" and not node.keywords and not has_star(node):
+                # its layers, in order: calling it calls each on the previous one's output
+                return Value(Grad.FREE, Kind.MODULE, cls=name, parts=tuple(args))
             return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)

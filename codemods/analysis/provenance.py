@@ -292,8 +292,15 @@ class Provenance:
         key = target_key(module)
         if key is not None and key.startswith("self."):
             info = self.analysis.class_of(self.analysis.scope_of(module))
-            return self._attribute_constructor(info.name, key[5:]) if info else None
+            owner = self._assigning_class(info.name, key[5:]) if info else None
+            return self._attribute_constructor(owner, key[5:]) if owner else None
         if key is not None:
+            scope = self.analysis.scope_of(module)
+            info = self.analysis.class_of(scope)
+            if info is not None and isinstance(module, ast.Name) and scope.name == "__init__":  # type: ignore[union-attr]
+                passed = self._passed_constructor(info.name, module, module)
+                if passed is not None:  # `torch.optim.SGD(net.parameters())` in `__init__`
+                    return passed
             values = self._assigned_values(key, module)
             return values[0] if len(values) == 1 and isinstance(values[0], ast.Call) else None
         if isinstance(module, ast.Attribute):
@@ -1177,6 +1184,27 @@ class Provenance:
                 values.append(binding.value)
         return values
 
+    def _assigning_class(self, class_name: str, attribute: str) -> str | None:
+        """The nearest class of `class_name`'s lineage that assigns `self.<attribute>` (a
+        base class's `__init__` for an attribute its subclasses only read)."""
+        for owner in self.analysis.lineage(class_name):
+            for occurrence in self.analysis.self_attribute_occurrences(owner, attribute):
+                if _assigns(self.analysis.parent(occurrence), occurrence):
+                    return owner
+        return None
+
+    def _instantiations(self, class_name: str) -> list[ast.Call]:
+        """The calls that run `class_name`'s `__init__`: of the class itself and of the
+        file's subclasses that inherit that `__init__`."""
+        classes = self.analysis.index.classes
+        init = classes[class_name].methods.get("__init__")
+        calls: list[ast.Call] = []
+        for name, info in classes.items():
+            # A class's methods include those it inherits from the file's classes.
+            if class_name in self.analysis.lineage(name) and info.methods.get("__init__") is init:
+                calls.extend(self.analysis.index.calls_by_name.get(name, []))
+        return calls
+
     def _attribute_constructor(self, class_name: str, attribute: str) -> ast.Call | None:
         """The call `self.<attribute>` is assigned in `class_name`, when it is one."""
         if class_name not in self.analysis.index.classes:
@@ -1207,7 +1235,7 @@ class Provenance:
             return None
         position = params.index(parameter.id)
         constructors: set[ast.Call] = set()
-        for call in self.analysis.index.calls_by_name.get(class_name, []):
+        for call in self._instantiations(class_name):
             passed = _argument_for(call, position, parameter.id)
             if isinstance(passed, (ast.Name, ast.Attribute)):
                 passed = self.module_constructor(passed)

@@ -47,8 +47,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import libcst as cst
-
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.flows import (
     Use,
@@ -61,11 +59,18 @@ from codemods.analysis.training import in_forward, iterates_batches
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling
+from codemods.rules.records import (
+    DICT_SUBCLASS_TEXT,
+    attached_keys,
+    rebound_before,
+    record_copy,
+    region_binding_afresh,
+    used_after,
+)
 
 _ACCUMULATION_TEXT = re.compile(r"\+=|\.append\(|\.update\(|\.add_\(|=[^=\n]*\+")
 _FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Dicts that are not plain ones: a copy made with `{**d, ...}` would lose their class.
-_DICT_SUBCLASS_TEXT = re.compile(r"\b(defaultdict|OrderedDict|UserDict|Counter)\b|\(\s*dict\s*\)")
 
 
 @dataclass
@@ -221,7 +226,7 @@ def _call_accumulations(
                 func.value,
                 part,
                 stores_reference=True,
-                attached_keys=_attached_keys(analysis.value_of(part)),
+                attached_keys=attached_keys(analysis.value_of(part)),
             )
         return
     receiver = analysis.value_of(func.value)
@@ -286,14 +291,6 @@ def _appended_parts(item: ast.expr) -> list[ast.expr]:
     if isinstance(item, (ast.Tuple, ast.List)):
         return [part for part in item.elts if not isinstance(part, ast.Starred)]
     return [item]
-
-
-def _attached_keys(record: Value) -> tuple[str, ...]:
-    """The constant keys under which the dict `record` holds graph-attached values (a step's
-    output dict `{"loss": loss, "metrics": {...}}`); () for anything else."""
-    if record.kind is not Kind.DICT:
-        return ()
-    return tuple(key for key, value in record.entries or () if value.grad.attached)
 
 
 def _attribute_accumulating(
@@ -531,16 +528,16 @@ def _judge_record(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFi
     uses = _uses(analysis, accumulation)
     if Use.DIFFERENTIATED in uses or _sums_a_training_loss(analysis, accumulation, operand, uses):
         return None
-    region = _region_binding_afresh(analysis, record, accumulation.statement)
+    region = region_binding_afresh(analysis, record, accumulation.statement)
     if region is None:
         return None  # the same dict appended again and again: a copy would change that
     reasons = [reason for reason in (_unsafe_reasons(operand, uses),) if reason]
-    if _used_after(analysis, region, record, accumulation.statement):
+    if used_after(analysis, region, record, accumulation.statement):
         reasons.append(
             f"`{record.id}` is used after the append and the list now keeps a copy of it, "
             "check nothing changes it"
         )
-    if _DICT_SUBCLASS_TEXT.search(analysis.source):
+    if DICT_SUBCLASS_TEXT.search(analysis.source):
         reasons.append(f"the copy is a plain dict, check `{record.id}` is one")
     keys = ", ".join(f"`{json.dumps(key)}`" for key in accumulation.attached_keys)
     across = "loop iterations" if analysis.enclosing_loops(accumulation.statement) else "calls"
@@ -553,74 +550,13 @@ def _judge_record(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFi
     )
     if reasons:
         message += f" Unsafe: {'; '.join(reasons)}."
-    rewrite = _record_copy(accumulation.attached_keys)
+    rewrite = record_copy(accumulation.attached_keys)
     return RuleFinding(
         accumulation.statement,
         message,
         Tier.UNSAFE if reasons else Tier.SAFE,
         {record: rewrite},
     )
-
-
-def _region_binding_afresh(
-    analysis: FileAnalysis, record: ast.Name, statement: ast.stmt
-) -> ast.AST | None:
-    """The loop (or, outside loops, the function) in which `record` is bound anew before
-    `statement` on each run; None when it may be the same dict each time (bound before the
-    loop, or a parameter)."""
-    loops = analysis.enclosing_loops(statement)
-    if loops:
-        return loops[0] if _rebound_before(analysis, loops[0], record.id, statement) else None
-    scope = analysis.scope_of(statement)
-    if not isinstance(scope, _FUNCTION_TYPES) or _is_parameter(analysis, record):
-        return None
-    for node in scope.body:
-        if analysis.contains(node, statement):
-            return None
-        if isinstance(node, ast.Assign) and any(
-            record.id in _names_in(target) for target in node.targets
-        ):
-            return scope  # `log = ...`, `log, out = self.step(...)`
-    return None
-
-
-def _used_after(
-    analysis: FileAnalysis,
-    region: ast.AST,
-    record: ast.Name,
-    statement: ast.stmt,
-) -> bool:
-    """Whether `record` is used after `statement` in `region` other than by reading its
-    entries (`record["loss"].item()`), a use that sees the same whatever the list keeps."""
-    for occurrence in analysis.occurrences(record.id, analysis.scope_of(record)):
-        if (
-            not analysis.contains(region, occurrence)
-            or analysis.contains(statement, occurrence)
-            or (occurrence.lineno, occurrence.col_offset) < (statement.lineno, statement.col_offset)
-        ):
-            continue
-        parent = analysis.parent(occurrence)
-        read = (
-            isinstance(parent, ast.Subscript)
-            and parent.value is occurrence
-            and isinstance(parent.ctx, ast.Load)
-        )
-        if analysis.is_load(occurrence) and not read:
-            return True
-    return False
-
-
-def _record_copy(keys: tuple[str, ...]) -> Rewrite:
-    """The rewrite of a dict `record` into `{**record, "loss": record["loss"].detach()}`."""
-
-    def rewrite(node: cst.CSTNode) -> cst.CSTNode:
-        code = cst.Module([]).code_for_node(node)
-        detached = ", ".join(
-            f"{json.dumps(key)}: {code}[{json.dumps(key)}].detach()" for key in keys
-        )
-        return cst.parse_expression(f"{{**{code}, {detached}}}")
-
-    return rewrite
 
 
 def _fixed_where_summed(analysis: FileAnalysis, accumulation: _Accumulation) -> bool:
@@ -701,7 +637,7 @@ def _initial_value(analysis: FileAnalysis, accumulation: _Accumulation) -> Value
     initial: Value | None = None
     for loop in analysis.enclosing_loops(accumulation.statement):
         entry = analysis.loop_entry(loop)
-        if key not in entry or _rebound_before(analysis, loop, key, accumulation.statement):
+        if key not in entry or rebound_before(analysis, loop, key, accumulation.statement):
             break
         initial = entry[key]
     if initial is not None:
@@ -723,23 +659,7 @@ def _fresh_each_iteration(analysis: FileAnalysis, accumulation: _Accumulation) -
     loops = analysis.enclosing_loops(accumulation.statement)
     if key is None or key.startswith("self.") or not loops:
         return False
-    return _rebound_before(analysis, loops[0], key, accumulation.statement)
-
-
-def _rebound_before(
-    analysis: FileAnalysis,
-    loop: ast.For | ast.AsyncFor | ast.While,
-    key: str,
-    statement: ast.stmt,
-) -> bool:
-    """Whether `key` is plainly re-assigned in `loop`'s body, outside any `if`, before
-    `statement` in the same iteration."""
-    for node in loop.body:
-        if analysis.contains(node, statement):
-            return False
-        if isinstance(node, ast.Assign) and any(target_key(t) == key for t in node.targets):
-            return True
-    return False
+    return rebound_before(analysis, loops[0], key, accumulation.statement)
 
 
 def _uses(analysis: FileAnalysis, accumulation: _Accumulation) -> set[Use]:

@@ -7,7 +7,11 @@ logged losses are GF001's):
   `hidden = model(x, hidden)`, `out, (h, c) = lstm(x, (h, c))`, `prev = out` ... `out + prev`,
   EMA centres (`center = m * center + (1 - m) * feat.mean(0)`), autoregressive feedback;
 - *kept*: appended to, or stored by a varying key into, a container that outlives the loop:
-  `outputs.append(logits)`, `bank[idx] = feat`.
+  `outputs.append(logits)`, `bank[idx] = feat`; a step's record (a dict appended whole, in a
+  training loop or a method run once per step) whose attached entries are not all losses;
+- *retained*: a value made once before a loop whose every iteration backpropagates through it
+  with `retain_graph=True` and steps the optimizer of the module that made it (a fake reused
+  over generator steps): reported, recompute it inside the loop.
 
 The training-step boundary decides (`analysis/training.py`). A carried value is a finding only
 when a backward or an optimizer step runs between the iterations it crosses: reachable from the
@@ -51,6 +55,7 @@ reported instead.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -58,14 +63,23 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
+from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
-from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, ClassInfo, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.provenance import OriginKind, Provenance, evaluated_in, walk
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
 from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling, method_call
+from codemods.rules.records import (
+    DICT_SUBCLASS_TEXT,
+    attached_keys,
+    record_copy,
+    region_binding_afresh,
+    used_after,
+)
 
 _STORE_TEXT = re.compile(r"\bfor\b|\bwhile\b|self\.\w+\s*=")
 # Expressions a `.detach()` follows without parentheses (as `edits.method_call` decides).
@@ -75,6 +89,7 @@ _TUPLE_STATE_MODULES = frozenset({"torch.nn.LSTM"})
 _TENSOR_STATE_MODULES = frozenset({"torch.nn.GRU", "torch.nn.RNN"})
 _GROWING_METHODS = frozenset({"append", "insert"})
 _FOR_TYPES = (ast.For, ast.AsyncFor)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _LOOP_OR_BRANCH = (ast.If, ast.Try, ast.TryStar, ast.For, ast.AsyncFor, ast.While)
 
 
@@ -123,7 +138,19 @@ class CarriedTensor(Rule):
         "A state a module keeps between forward calls (`out, self.h = self.rnn(x, self.h)`) "
         "while the training loop draws its batches at random (`DataLoader(..., "
         "shuffle=True)`, `torch.randperm`) links unrelated sequences: it is reported with "
-        "advice to restructure (re-initialise the state per batch), never detached.\n\n"
+        "advice to restructure (re-initialise the state per batch), never detached. So is a "
+        "state kept by a layer whose forward runs several times in one step (a spiking "
+        "neuron's membrane inside an `nn.Sequential` called for each time step), unless the "
+        "file calls a method of the class that resets it. A state carried by an inner time "
+        "loop into the next chunk of the training loop around it is reported (the detach "
+        "belongs at the top of each chunk), and so is a state object whose `detach()` method "
+        "only rebinds local names.\n\n"
+        "A graph made once before a loop whose every iteration backpropagates through it with "
+        "`retain_graph=True` and steps the optimizer of the module that made it (a fake "
+        "reused over several generator steps) is reported with advice to recompute it inside "
+        "the loop. A step's record appended whole (`self.step_outputs.append(log)`) whose "
+        "graph-attached entries are not all losses is appended as a copy with them "
+        "detached.\n\n"
         "Left alone: state re-initialised every iteration, values backpropagated after the loop "
         "on purpose (full BPTT, `torch.stack(outputs)` into one loss), `create_graph=True` / "
         "meta-learning loops, `backward(retain_graph=True)` with no optimizer step between "
@@ -160,6 +187,11 @@ class CarriedTensor(Rule):
             if finding is not None and finding.node not in reported:
                 reported.add(finding.node)
                 yield finding
+        for finding in _kept_records(analysis):
+            if finding.node not in reported:
+                reported.add(finding.node)
+                yield finding
+        yield from _retained_across_steps(analysis)
 
 
 # -- what it detects: carried values --------------------------------------------------------
@@ -178,7 +210,7 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
         loops = analysis.enclosing_loops(node)
-        loop_trains = bool(loops) and _loop_crosses_training_step(analysis, node, loops[0])
+        loop_trains = _training_loop_of(analysis, node) is not None
         # In a loop without a training step (a rollout's env steps) only a `self` attribute
         # can cross one: between calls of a method the file runs once per training step.
         across_calls = bool(loops) and not loop_trains and _called_between_steps(analysis, node)
@@ -250,20 +282,25 @@ def _carry_of(
     if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
-    if loops and _loop_crosses_training_step(analysis, store, loops[0]):
-        loop: Loop | None = loops[0]
+    training_loop = _training_loop_of(analysis, store)
+    if training_loop is not None:
+        loop: Loop | None = training_loop
+        if training_loop is not loops[0] and not _survives_iteration(
+            analysis, store, key, training_loop
+        ):
+            return None  # carried by an inner loop only, re-initialised each training step
         # Reaching bindings: the store reaches the read around the loop's back edge.
         carry_reads = [
             r
             for r in facts.carried_reads.get(store, [])
-            if analysis.contains(loops[0], r)
+            if analysis.contains(training_loop, r)
             and _carries_on(analysis, r)
-            and not _rebound_unless_none(analysis, loops[0], key, r)
+            and not _rebound_unless_none(analysis, training_loop, key, r)
         ]
         if not carry_reads:
             return None
-        reads = [read for read in facts.reads if analysis.contains(loops[0], read)]
-        stores = [s for s in facts.stores if analysis.contains(loops[0], s)]
+        reads = [read for read in facts.reads if analysis.contains(training_loop, read)]
+        stores = [s for s in facts.stores if analysis.contains(training_loop, s)]
     elif key.startswith("self.") and isinstance(scope, FUNCTION_TYPES):
         loop = None
         if scope.name == "__init__":
@@ -301,6 +338,26 @@ def _carry_of(
     else:
         return None
     return _carry_with(analysis, store, target, key, loop, reads, stores, carry_reads)
+
+
+def _training_loop_of(analysis: FileAnalysis, store: ast.Assign) -> Loop | None:
+    """The innermost loop around `store` whose iterations a training step separates: the
+    chunk loop around a time-step loop (`for chunk ...: for x in chunk: h = cell(x, h)`)."""
+    for loop in analysis.enclosing_loops(store):
+        if _loop_crosses_training_step(analysis, store, loop):
+            return loop
+    return None
+
+
+def _survives_iteration(analysis: FileAnalysis, store: ast.Assign, key: str, loop: Loop) -> bool:
+    """Whether what `store`, inside an inner loop of `loop`, binds reaches the next iteration
+    of `loop`: it reaches the statement of `loop`'s body that holds the store (a binding made
+    inside a statement reaches that statement's start only around `loop`'s back edge)."""
+    holder: ast.AST = store
+    while analysis.parent(holder) is not loop:
+        holder = analysis.parent(holder)  # type: ignore[assignment]
+    reaching = analysis.bindings(analysis.scope_of(store)).reaching(key, holder) or ()
+    return any(binding.statement is store for binding in reaching)
 
 
 def _carry_with(
@@ -384,36 +441,11 @@ def _rebound_unless_none(analysis: FileAnalysis, loop: Loop, key: str, read: ast
             return False
         if (
             isinstance(statement, ast.If)
-            and _is_none_test(statement.test, key, ast.IsNot)
-            and _always_rebinds(statement.body, key)
+            and is_none_test(statement.test, key, ast.IsNot)
+            and always_rebinds(statement.body, key)
         ):
             return True
     return False
-
-
-def _always_rebinds(block: list[ast.stmt], key: str) -> bool:
-    """Whether every path through `block` assigns `key` (`if isinstance(h, tuple): h = ...
-    else: h = h.detach()` counts)."""
-    return any(
-        (isinstance(small, ast.Assign) and any(key in _bound_names(t) for t in small.targets))
-        or (
-            isinstance(small, ast.If)
-            and _always_rebinds(small.body, key)
-            and _always_rebinds(small.orelse, key)
-        )
-        for small in block
-    )
-
-
-def _is_none_test(test: ast.expr, key: str, operator: type) -> bool:
-    """`key is None` (operator `ast.Is`) or `key is not None` (`ast.IsNot`)."""
-    return (
-        isinstance(test, ast.Compare)
-        and target_key(test.left) == key
-        and len(test.ops) == 1
-        and type(test.ops[0]) is operator
-        and _is_none(test.comparators[0])
-    )
 
 
 def _is_none(node: ast.AST | None) -> bool:
@@ -456,12 +488,8 @@ def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
     ):
         return False  # `h.data`, `Variable(h.data)` (pre-0.4 code) detach too
     call = _argument_of(analysis, read)
-    if call is not None and _returns_detached(analysis, call):
+    if call is not None and analysis.returns_detached(call):
         return False  # `detach(states)` with `return [Variable(s.data) for s in states]`
-    if call is not None:
-        helper = _detach_helper(analysis)
-        if isinstance(call.func, ast.Name) and helper is not None:
-            return call.func.id != helper
     if isinstance(parent, ast.comprehension) and parent.iter is read:
         # `tuple(s.detach() for s in h)`, `tuple([each.data for each in h])`
         comprehension = analysis.parent(parent)
@@ -475,52 +503,6 @@ def _carries_on(analysis: FileAnalysis, read: ast.AST) -> bool:
         if isinstance(element, ast.Attribute) and element.attr in ("detach", "data"):
             return False
     return True
-
-
-def _returns_detached(analysis: FileAnalysis, call: ast.Call) -> bool:
-    """Whether `call` runs a one-parameter function of the file whose every `return` gives
-    its argument detached: `h.detach()`, `h.data`, or element-wise over it
-    (`[Variable(s.data).cuda() for s in h]`, `tuple(s.detach() for s in h)`)."""
-    if not isinstance(call.func, ast.Name) or len(call.args) != 1 or call.keywords:
-        return False
-    function = analysis.index.functions.get(call.func.id)
-    if function is None or len(function.args.args) != 1:
-        return False
-    parameter = function.args.args[0].arg
-    returns = [n for n in analysis.descendants(function) if isinstance(n, ast.Return)]
-    return bool(returns) and all(
-        r.value is not None and _detached_form(r.value, parameter) for r in returns
-    )
-
-
-def _detached_form(expression: ast.expr, name: str) -> bool:
-    """`name.detach()` / `name.data` (inside `Variable(...)`, `.cuda()`, `.to(...)`), or a
-    comprehension over `name` whose element is such a form of its variable."""
-    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Name):
-        if expression.func.id in ("tuple", "list") and len(expression.args) == 1:
-            return _detached_form(expression.args[0], name)
-        if expression.func.id == "Variable" and expression.args:
-            return _detached_form(expression.args[0], name)
-    if isinstance(expression, (ast.ListComp, ast.GeneratorExp)):
-        (generator, *rest) = expression.generators
-        return (
-            not rest
-            and isinstance(generator.iter, ast.Name)
-            and generator.iter.id == name
-            and isinstance(generator.target, ast.Name)
-            and _detached_form(expression.elt, generator.target.id)
-        )
-    if isinstance(expression, ast.Call) and isinstance(expression.func, ast.Attribute):
-        if expression.func.attr == "detach":
-            return isinstance(expression.func.value, ast.Name) and expression.func.value.id == name
-        if expression.func.attr in ("cuda", "cpu", "to"):
-            return _detached_form(expression.func.value, name)
-    return (
-        isinstance(expression, ast.Attribute)
-        and expression.attr == "data"
-        and isinstance(expression.value, ast.Name)
-        and expression.value.id == name
-    )
 
 
 def _is_method_receiver(analysis: FileAnalysis, read: ast.AST) -> bool:
@@ -555,6 +537,7 @@ class _CarryVerdict:
     replacements: dict[ast.AST, Rewrite]
     shown: str  # the detached read or store, for the message
     caveat: str = ""  # what else to do, or why an unsafe fix may change gradients
+    proven: bool = True  # False: gradfix could not prove the carried value holds a graph
     retained: bool = False  # its backward retains the graph: the next one meets the step
 
 
@@ -565,7 +548,7 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
         return None  # a tensor made to require grad on purpose (attribution, optimisation)
     stored = _stored_value(analysis, carry)
     if stored.grad is not Grad.ATTACHED and stored.element is not Grad.ATTACHED:
-        return None
+        return _discarded_detach_verdict(analysis, carry)
     if stored.leaf:
         return None  # a parameter has no history to keep alive
     if stored.loss and stored.scalar:
@@ -605,6 +588,26 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
             "start of each forward, or do not pass it); detach it only if consecutive batches "
             "continue one sequence.",
         )
+    repeated = _forward_repeated_in_step(analysis, carry)
+    if repeated is not None and _reset_by_called_method(analysis, carry):
+        return None  # `module.reset_mem()` called by the file: the user resets it per batch
+    if repeated is not None:
+        call, loop = repeated
+        return _CarryVerdict(
+            carry.key,
+            why,
+            reused_by_backward,
+            Tier.REPORT,
+            {},
+            "",
+            f" `{analysis.code_of(call, 60)}` (line {call.lineno}) runs this forward on every "
+            f"iteration of the loop at line {loop.lineno}, which takes no training step, so "  # type: ignore[attr-defined]
+            f"`{carry.key}` is carried from call to call within one step on purpose "
+            "(backpropagation through those calls), and detaching it would cut that. "
+            f"Restructure, so that each batch starts from a fresh state: re-initialise "
+            f"`{carry.key}` before that loop (a reset of the module's state at the start of "
+            "each batch), or detach it there if consecutive batches continue one sequence.",
+        )
     if retained:
         # With another backward freeing the graph, `retain_graph` shares it with that one.
         return None if freeing else _retained_verdict(analysis, carry, why, retained)
@@ -616,13 +619,164 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     return _CarryVerdict(carry.key, why, reused_by_backward, Tier.SAFE, *edit)
 
 
+def _discarded_detach_verdict(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
+    """A carried state object whose graph the loop means to cut with `state.detach()`, where
+    the file's `detach` method only rebinds local names: nothing the object holds is
+    detached. Reported: gradfix cannot prove the object holds graph-attached tensors (what
+    reaches its attributes), but the code shows the intent and that it does nothing."""
+    if carry.loop is None:
+        return None
+    for node in analysis.descendants(carry.loop):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "detach"
+            and not call.args
+            and not call.keywords
+            and target_key(call.func.value) == carry.key
+        ):
+            continue
+        receiver = analysis.value_of(call.func.value)
+        info = analysis.index.classes.get(receiver.cls or "")
+        methods = _detach_methods(analysis, receiver)
+        if not methods or not all(_binds_only_locals(method, info) for method in methods):
+            return None
+        method = methods[0]
+        owner = analysis.index.class_of.get(method, "")
+        locals_bound = sorted(
+            {
+                t.id
+                for n in analysis.descendants(method)
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
+            | {
+                n.target.id
+                for n in analysis.descendants(method)
+                if isinstance(n, _FOR_TYPES) and isinstance(n.target, ast.Name)
+            }
+        )
+        shown = ", ".join(f"`{name}`" for name in locals_bound) or "nothing"
+        caveat = (
+            f" `{analysis.code_of(call)}` (line {call.lineno}) is meant to cut its graph, but "
+            f"`{owner}.detach` (line {method.lineno}) only rebinds local names ({shown}) and "
+            "stores nothing back on the object, so nothing it holds is detached. gradfix could "
+            f"not prove that `{carry.key}` holds graph-attached tensors; if it does, the next "
+            "backward reaches the previous iteration's graph. Detach what the object holds "
+            "and assign it back in that method (`self.hidden = tuple(h.detach() for h in "
+            "self.hidden)`)."
+        )
+        return _CarryVerdict(carry.key, "", False, Tier.REPORT, {}, "", caveat, proven=False)
+    return None
+
+
+def _detach_methods(analysis: FileAnalysis, receiver: Value) -> list[ast.FunctionDef]:
+    """The file's `detach` methods a call on `receiver` may run: its class's, when its class
+    is known, else every class's of the file."""
+    if receiver.cls is not None and receiver.cls in analysis.index.classes:
+        found = analysis.index.classes[receiver.cls].methods.get("detach")
+        return [found] if isinstance(found, ast.FunctionDef) else []
+    if receiver.kind not in (Kind.UNKNOWN, Kind.OBJECT):
+        return []
+    methods: list[ast.FunctionDef] = []
+    for info in analysis.index.classes.values():
+        found = info.methods.get("detach")
+        if isinstance(found, ast.FunctionDef) and found not in methods:
+            methods.append(found)
+    return methods
+
+
+def _binds_only_locals(
+    method: ast.FunctionDef, info: ClassInfo | None, getter: bool = False
+) -> bool:
+    """Whether `method`, run on an object of `info`, stores nothing on an object and returns
+    nothing: no attribute or item stores, no in-place (`_`-suffixed) calls; a method it calls
+    on `self` (`self.tensors()`) may return a value (a `getter`) but stores nothing either."""
+    for node in ast.walk(method):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
+            return False
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            return False
+        if isinstance(node, ast.Return) and node.value is not None and not getter:
+            return False
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr.endswith("_"):
+            return False
+        if target_key(node.func.value) == "self":
+            called = info.methods.get(node.func.attr) if info is not None else None
+            if getter or not isinstance(called, ast.FunctionDef):
+                return False  # one level of getters is enough to see what it loops over
+            if not _binds_only_locals(called, info, getter=True):
+                return False
+    return True
+
+
+def _forward_repeated_in_step(
+    analysis: FileAnalysis, carry: _Carry
+) -> tuple[ast.Call, ast.AST] | None:
+    """For a state a module keeps between forward calls, a call running that forward in a
+    loop without a training step (the time steps of a spiking or recurrent model's outer
+    forward), with that loop: the state then links calls of one step as well as steps."""
+    if carry.loop is not None or not in_forward(analysis, carry.store):
+        return None
+    info = analysis.class_of(analysis.scope_of(carry.store))
+    for call in analysis.calls_running_forward(info):
+        loops = analysis.enclosing_loops(call)
+        node = analysis.parent(call)
+        while node is not None and not isinstance(node, (*FUNCTION_TYPES, ast.Module)):
+            if isinstance(node, _COMPREHENSIONS) or (
+                node in loops and not analysis.loop_reaches_step(node)  # type: ignore[arg-type]
+            ):
+                return call, node  # type: ignore[return-value]
+            node = analysis.parent(node)
+    return None
+
+
+def _reset_by_called_method(analysis: FileAnalysis, carry: _Carry) -> bool:
+    """Whether another method of the carrying class (`reset_mem`) binds the state to a value
+    with no graph, and the file calls it: when it runs is the user's schedule."""
+    scope = analysis.scope_of(carry.store)
+    info = analysis.class_of(scope)
+    if info is None:
+        return False
+    for name, method in info.methods.items():
+        if method is scope or name == "__init__" or not _called(analysis, name):
+            continue
+        for node in analysis.descendants(method):
+            if (
+                isinstance(node, ast.Assign)
+                and any(target_key(t) == carry.key for t in node.targets)
+                and _carries_no_graph(analysis.value_of(node.value))
+            ):
+                return True
+    return False
+
+
+def _called(analysis: FileAnalysis, name: str) -> bool:
+    """Whether the file calls a function or method `name` from code that runs: the module,
+    or a function the file itself calls (`utils.reset(net)` running `module.reset_mem()`)."""
+    for call in analysis.index.calls_by_name.get(name, []):
+        caller = analysis.scope_of(call)
+        if not isinstance(caller, FUNCTION_TYPES):
+            return True
+        if any(
+            analysis.scope_of(outer) is not caller
+            for outer in analysis.index.calls_by_name.get(caller.name, [])
+        ):
+            return True
+    return False
+
+
 def _random_batches(analysis: FileAnalysis, carry: _Carry) -> ast.AST | None:
     """For a state a module keeps between forward calls, what makes the batches of the
     training loops that call it random draws (a shuffling loader, `torch.randperm`)."""
     if carry.loop is not None or not in_forward(analysis, carry.store):
         return None
     info = analysis.class_of(analysis.scope_of(carry.store))
-    for call in analysis.module_calls(info):
+    for call in analysis.calls_running_forward(info):
         for loop in analysis.enclosing_loops(call):
             if analysis.loop_reaches_step(loop):
                 draw = analysis.training.draws_random_batches(loop, analysis.scope_of(loop))
@@ -665,6 +819,12 @@ def _step_every_iteration(analysis: FileAnalysis, carry: _Carry) -> ast.Call | N
     """An optimizer step (`opt.step()` on an optimizer this file makes) that runs in every
     iteration the value is carried across (or every call of the carrying method)."""
     boundary = carry.loop if carry.loop is not None else analysis.scope_of(carry.store)
+    return _unconditional_step(analysis, boundary)
+
+
+def _unconditional_step(analysis: FileAnalysis, boundary: ast.AST) -> ast.Call | None:
+    """An optimizer step (`opt.step()` on an optimizer this file makes) that runs whenever
+    `boundary` (a loop body, a function) runs."""
     for node in analysis.descendants(boundary):
         if (
             isinstance(node, ast.Call)
@@ -686,32 +846,67 @@ def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: ast
     if not isinstance(value, ast.Call):
         return False
     module = analysis.value_of(value.func)
-    if module.kind is not Kind.MODULE or module.cls not in torch_api.RECURRENT_MODULES:
+    if module.kind is not Kind.MODULE:
         return False
     if not any(analysis.contains(value, read) for read in carry.carry_reads):
         return False
+    if module.cls not in torch_api.RECURRENT_MODULES and not _weights_take_carried(analysis, value):
+        return False
+    return _step_updates_module(analysis, step, value.func)
+
+
+def _step_updates_module(analysis: FileAnalysis, step: ast.Call, module: ast.expr) -> bool:
+    """Whether the optimizer of `step` (`opt.step()`) is built in this file over
+    `<module>.parameters()`."""
     optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
     return any(
         isinstance(node, ast.Assign)
         and any(target_key(t) == optimizer for t in node.targets)
         and isinstance(node.value, ast.Call)
         and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
-        and _takes_parameters_of(analysis, node.value, value.func)
+        and _takes_parameters_of(analysis, node.value, module)
         for node in analysis.index.of_types(ast.Assign)
     )
 
 
+def _weights_take_carried(analysis: FileAnalysis, call: ast.Call) -> bool:
+    """Whether the file's module called by `call` (`lstm(x, h0, c0)` with a `forward` the
+    file defines) certainly runs a layer with parameters on a value carried from the previous
+    iteration: that layer saved its weights for the carried input's gradient."""
+    for origin, certain in walk(Provenance(analysis).of(call)):
+        if (
+            certain
+            and origin.kind is OriginKind.FORWARD
+            and origin.module
+            and (origin.key or "").startswith("torch.nn.")  # a layer, not an unseen module
+            and any(inner.kind is OriginKind.CARRIED for inner, _ in walk(origin))
+        ):
+            return True
+    return False
+
+
 def _takes_parameters_of(analysis: FileAnalysis, constructor: ast.Call, module: ast.expr) -> bool:
-    """Whether an optimizer's arguments hold `<module>.parameters()`."""
+    """Whether an optimizer's arguments hold `<module>.parameters()`: the same name, or a
+    name bound to the same module (`net.parameters()` in a base class's `__init__` for
+    `self.net` called in a subclass)."""
     wanted = target_key(module)
-    return wanted is not None and any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "parameters"
-        and target_key(node.func.value) == wanted
-        for arg in [*constructor.args, *constructor.keywords]
-        for node in analysis.descendants(arg)
-    )
+    built: list[ast.Call | None] = []  # the module's constructor, looked up when first needed
+    for arg in [*constructor.args, *constructor.keywords]:
+        for node in analysis.descendants(arg):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "parameters"
+            ):
+                continue
+            owner = node.func.value
+            if wanted is not None and target_key(owner) == wanted:
+                return True
+            if not built:
+                built.append(Provenance(analysis).module_constructor(module))
+            if built[0] is not None and Provenance(analysis).module_constructor(owner) is built[0]:
+                return True
+    return False
 
 
 def _read_where_stored(analysis: FileAnalysis, carry: _Carry) -> list[ast.expr]:
@@ -803,6 +998,8 @@ def _carry_finding(
     else:
         symptom = "each new value references the previous one's graph, so memory grows"
     message = f"{names} {carries} ({verdicts[0].why}) from one iteration into the next: {symptom}."
+    if not all(v.proven for v in verdicts):
+        message = f"{names} is carried from one iteration of a training loop into the next."
     replacements = {k: v for verdict in verdicts for k, v in verdict.replacements.items()}
     edited = {analysis.statement_of(node) for node in replacements}
     if any(v.tier is Tier.REPORT for v in verdicts) or len(edited) > 1:
@@ -816,7 +1013,8 @@ def _carry_finding(
         )
         return RuleFinding(store, message, Tier.REPORT)
     shown = ", ".join(f"`{v.shown}`" for v in verdicts)
-    message += f" Detach where it is carried: {shown}." + "".join(v.caveat for v in verdicts)
+    caveats = dict.fromkeys(v.caveat for v in verdicts)  # one per distinct caveat, in order
+    message += f" Detach where it is carried: {shown}." + "".join(caveats)
     tier = Tier.UNSAFE if any(v.tier is Tier.UNSAFE for v in verdicts) else Tier.SAFE
     (statement,) = edited
     return RuleFinding(statement or store, message, tier, replacements)
@@ -926,16 +1124,21 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     }
     return any(
         analysis.contains(loop, call)
-        for call in analysis.module_calls(analysis.class_of(analysis.scope_of(carry.store)))
+        for call in analysis.calls_running_forward(
+            analysis.class_of(analysis.scope_of(carry.store))
+        )
         for loop in backward_loops
     )
 
 
 def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Rewrite], str] | None:
     store = carry.store
-    if _is_update_of_itself(carry) and isinstance(store.value, ast.BinOp):
+    # An EMA / running statistic: keep the update out of the graph. Not when the step goes
+    # on computing with the new value (`self.v = beta * self.v + x`, then `spike(self.v)`):
+    # the state is then part of the step's computation, and detaching `x` would cut it.
+    if _is_update_of_itself(carry) and isinstance(store.value, ast.BinOp) and not carry.later_reads:
         atoms = analysis.attached_operands(store.value, _is_key(carry.key), proven_only=True)
-        if atoms:  # an EMA / running statistic: keep the update out of the graph
+        if atoms:
             return {a: _detached for a in atoms}, _detached_text(analysis, atoms[0])
     if not carry.later_reads:
         edit = _store_edit(analysis, carry)
@@ -954,7 +1157,7 @@ def _carry_edit(analysis: FileAnalysis, carry: _Carry) -> tuple[dict[ast.AST, Re
     may_be_none = _may_be_none(analysis, carry) and not initialised
     if entry.kind is not state and not may_be_none and not initialised:
         return None  # the first iteration reads a value of another shape, or an unknown one
-    helper = _detach_helper(analysis)
+    helper = _shape_keeping_helper(analysis)
     stored = _stored_value(analysis, carry)
     named = stored.cls if stored.kind is Kind.TUPLE else None
     replacements: dict[ast.AST, Rewrite] = {}
@@ -1058,7 +1261,7 @@ def _initialised_before(analysis: FileAnalysis, carry: _Carry) -> bool:
             break
         if (
             isinstance(node, ast.If)
-            and _is_none_test(node.test, carry.key, ast.Is)
+            and is_none_test(node.test, carry.key, ast.Is)
             and not node.orelse
             and any(
                 isinstance(s, ast.Assign) and any(target_key(t) == carry.key for t in s.targets)
@@ -1135,27 +1338,185 @@ def _path_to(target: ast.expr, wanted: ast.expr) -> list[int] | None:
     return None
 
 
-def _detach_helper(analysis: FileAnalysis) -> str | None:
-    """A function of this file that returns its argument detached (`repackage_hidden`)."""
-    for name, function in analysis.index.functions.items():
-        params = function.args.args
-        if len(params) != 1:
-            continue
-        param = params[0].arg
-        for occurrence in analysis.occurrences(param, function):
-            parent = analysis.parent(occurrence)
-            if (
-                isinstance(parent, ast.Attribute)
-                and parent.attr == "detach"
-                and isinstance(analysis.parent(analysis.parent(parent) or parent), ast.Return)
-            ):
-                return name
+def _shape_keeping_helper(analysis: FileAnalysis) -> str | None:
+    """The file's detaching helper that detaches a tensor as itself (`return h.detach()`), so
+    a state passed through it keeps its shape (`repackage_hidden`); not one that makes a list."""
+    for name, function in analysis.detaching_helpers.items():
+        parameter = function.args.args[0].arg
+        if any(
+            isinstance(node, ast.Return)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr == "detach"
+            and isinstance(node.value.func.value, ast.Name)
+            and node.value.func.value.id == parameter
+            for node in analysis.descendants(function)
+        ):
+            return name
     return None
 
 
 def _in_nested_loop(analysis: FileAnalysis, carry: _Carry, read: ast.AST) -> bool:
     loops = analysis.enclosing_loops(read)
     return bool(loops) and loops[0] is not carry.loop
+
+
+# -- what it detects: records of tensors kept across steps ----------------------------------
+def _kept_records(analysis: FileAnalysis) -> Iterator[RuleFinding]:
+    """`self.training_step_outputs.append(log)`, where `log` is a dict whose graph-attached
+    entries include tensors other than losses (attention maps, predictions kept for the
+    epoch's end), appended in a training loop or in a method the file runs once per training
+    step: the list keeps every step's graph. Appended as a copy with those entries detached.
+    (A record whose attached entries are all losses is GF001's.)"""
+    for statement in analysis.index.of_types(ast.Expr):
+        call = statement.value  # type: ignore[attr-defined]
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "append"
+            and len(call.args) == 1
+            and not call.keywords
+            and isinstance(call.args[0], ast.Name)
+        ):
+            continue
+        record = call.args[0]
+        value = analysis.value_of(record)
+        keys = attached_keys(value)
+        entries = [value.entry(key) for key in keys]
+        if not keys or all(e is not None and (e.loss or e.scalar) for e in entries):
+            continue  # nothing attached, or only losses (GF001's)
+        finding = _judge_record(analysis, statement, call.func.value, record, keys, entries)  # type: ignore[arg-type]
+        if finding is not None:
+            yield finding
+
+
+def _judge_record(
+    analysis: FileAnalysis,
+    statement: ast.Expr,
+    container: ast.expr,
+    record: ast.Name,
+    keys: tuple[str, ...],
+    entries: list[Value | None],
+) -> RuleFinding | None:
+    key = target_key(container)
+    if key is None or in_forward(analysis, statement):
+        return None
+    loops = analysis.enclosing_loops(statement)
+    if loops:
+        outlived = [
+            loop
+            for loop in loops
+            if (key in analysis.loop_entry(loop) or key.startswith("self."))
+            and analysis.loop_reaches_step(loop)
+        ]
+        if not outlived:
+            return None
+    elif not (key.startswith("self.") and _called_between_steps(analysis, statement)):  # type: ignore[arg-type]
+        return None
+    if follow_target(analysis, container).backward_calls:
+        return None  # differentiated afterwards: kept on purpose
+    region = region_binding_afresh(analysis, record, statement)
+    if region is None:
+        return None  # the same dict appended again and again: a copy would change that
+    shown = ", ".join(f"`{json.dumps(k)}`" for k in keys)
+    across = "loop iterations" if loops else "training steps (calls of this method)"
+    message = (
+        f"`{analysis.code_of(container)}` keeps `{record.id}` across {across}, whose {shown} "
+        "entries are graph-attached, not only losses (tensors computed in the step's "
+        "forward): every step's autograd graph stays alive and memory grows. Append a copy "
+        f"with {shown} detached instead."
+    )
+    if not all(entry is not None and entry.kind is Kind.TENSOR for entry in entries):
+        return RuleFinding(
+            statement, message + " (Some are not tensors: detach them by hand.)", Tier.REPORT
+        )
+    reasons = []
+    if used_after(analysis, region, record, statement):
+        reasons.append(
+            f"`{record.id}` is used after the append and the list now keeps a copy of it, "
+            "check nothing changes it"
+        )
+    if DICT_SUBCLASS_TEXT.search(analysis.source):
+        reasons.append(f"the copy is a plain dict, check `{record.id}` is one")
+    if reasons:
+        message += f" Unsafe: {'; '.join(reasons)}."
+    tier = Tier.UNSAFE if reasons else Tier.SAFE
+    return RuleFinding(statement, message, tier, {record: record_copy(keys)})
+
+
+# -- what it detects: a graph kept across the steps of a loop by retain_graph ---------------
+def _retained_across_steps(analysis: FileAnalysis) -> Iterator[RuleFinding]:
+    """`fake = netG(z)` before a loop whose every iteration backpropagates through it with
+    `retain_graph=True` and then steps the optimizer of the module that made it: from the
+    second iteration on, the backward walks a graph made with weights the step has changed
+    (stale gradients, or 'modified by an inplace operation' where the graph saved them).
+    Reported with advice to recompute the value inside the loop: where the recomputation
+    goes, and what it takes, is the user's to decide."""
+    provenance: Provenance | None = None
+    for call in analysis.backward_calls:
+        loops = analysis.enclosing_loops(call)
+        if not loops or not _only_retains(call) or in_forward(analysis, call):
+            continue
+        loop = loops[0]
+        step = _unconditional_step(analysis, loop)
+        if step is None or _conditional(analysis, analysis.statement_of(call) or call, loop):
+            continue
+        provenance = provenance or Provenance(analysis)
+        made = _made_before_by_stepped_module(analysis, provenance, call, loop, step)
+        if made is None:
+            continue
+        read = _read_of_made(analysis, provenance, loop, call, made)
+        kept = f"`{analysis.code_of(read)}` (`{analysis.code_of(made, 60)}`, line {made.lineno})"
+        message = (
+            f"`{analysis.code_of(call, 60)}` (line {call.lineno}) runs on every iteration of "
+            f"the loop at line {loop.lineno}, and each backpropagates through {kept}, "
+            f"computed once before it, whose graph `retain_graph=True` keeps across "
+            f"`{analysis.code_of(step)}` (line {step.lineno}), which updates the module that "
+            "made it: from the second iteration on, the backward walks a graph made with "
+            "weights the step has since changed (stale gradients, or 'one of the variables "
+            "needed for gradient computation has been modified by an inplace operation' "
+            "where that graph saved them). Recompute it inside the loop, after each step, "
+            "so that every iteration has a graph of its own; gradfix cannot prove where the "
+            "recomputation belongs."
+        )
+        yield RuleFinding(analysis.statement_of(read) or call, message, Tier.REPORT)
+
+
+def _read_of_made(
+    analysis: FileAnalysis, provenance: Provenance, loop: Loop, call: ast.Call, made: ast.Call
+) -> ast.expr:
+    """Where the iteration first reads what `made` produced before the loop (`fake` in
+    `output = netD(fake)`), or the backward's root when no name in the loop is seen to."""
+    scope = analysis.scope_of(call)
+    for node in analysis.descendants(loop):
+        if (
+            isinstance(node, ast.Name)
+            and analysis.is_load(node)
+            and analysis.index.start[node] < analysis.index.start[call]
+            and analysis.scope_of(node) is scope
+            and any(
+                origin.site is made or origin.expression is made
+                for origin, _ in walk(provenance.of(node))
+            )
+        ):
+            return node
+    return call.func.value  # type: ignore[attr-defined]
+
+
+def _made_before_by_stepped_module(
+    analysis: FileAnalysis, provenance: Provenance, call: ast.Call, loop: Loop, step: ast.Call
+) -> ast.Call | None:
+    """The call, outside `loop`, of a module with parameters that `step`'s optimizer updates,
+    whose output the backward `call` certainly differentiates through."""
+    for origin, certain in walk(provenance.of(call.func.value)):  # type: ignore[attr-defined]
+        if not (certain and origin.kind is OriginKind.FORWARD and origin.module):
+            continue
+        if evaluated_in(origin, loop, analysis) or not origin.is_graph_node:
+            continue
+        site = origin.site if isinstance(origin.site, ast.Call) else origin.expression
+        if isinstance(site, ast.Call) and _step_updates_module(analysis, step, site.func):
+            return site
+    return None
 
 
 # -- what it detects and when it is safe: kept values ----------------------------------------
