@@ -61,6 +61,7 @@ from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.layers import INPUT, SequentialOrder
 from codemods.analysis.provenance import (
     CallSite,
     Origin,
@@ -377,24 +378,38 @@ class _Checker:
         return in_place[0] if len(in_place) == 1 else None
 
     def _sequential(self, call: ast.Call) -> Iterator[RuleFinding]:
-        """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`: the in-place layer
-        overwrites the output the layer before it saved."""
+        """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`, also built from a
+        list or with `add_module`: an in-place layer that may run right after a layer that
+        saved its output overwrites it. Only between layers: the first layer's input is the
+        caller's tensor, which `inplace=False` would leave unchanged."""
         if self.analysis.qualified_name(call.func) != "torch.nn.Sequential":
             return
-        layers = _positional(call)
-        for position in range(1, len(layers)):
-            layer, previous = layers[position], layers[position - 1]
-            if not isinstance(layer, ast.Call) or not isinstance(previous, ast.Call):
+        adjacent = SequentialOrder(self.analysis, call).adjacent() or []
+        flagged = {pair.layer for pair in adjacent if pair.previous is INPUT}
+        for pair in adjacent:
+            layer, previous = pair.layer, pair.previous
+            if layer in flagged or previous is INPUT or not isinstance(layer, ast.Call):
                 continue
+            if not isinstance(previous, ast.Call) or not pair.parameters_before:
+                continue  # without a layer with parameters before, its input may not require grad
             flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
             if flag is None or not self._saves_its_output(previous):
                 continue
-            if not any(self._has_parameters(earlier) for earlier in layers[: position - 1]):
-                continue  # the saving layer's input may not require grad
+            flagged.add(layer)
+            always = all(
+                isinstance(other.previous, ast.Call) and self._saves_its_output(other.previous)
+                for other in adjacent
+                if other.layer is layer
+            )
+            overwrites = (
+                "overwrites in place the output of the"
+                if always
+                else "may run right after (the code that builds the layers adds both on some "
+                "path) and then overwrites in place the output of the"
+            )
             message = (
-                f"`{self._code(layer)}` overwrites in place the output of the "
-                f"`{self._code(previous)}` before it, which autograd saved for backward: "
-                f"backward raises {_ERROR}. Use `inplace=False`."
+                f"`{self._code(layer)}` {overwrites} `{self._code(previous)}` before it, which "
+                f"autograd saved for backward: backward raises {_ERROR}. Use `inplace=False`."
             )
             yield RuleFinding(layer, message, Tier.SAFE, {flag: _false})
 
@@ -489,14 +504,6 @@ class _Checker:
             return True
         in_place = _flag_argument(layer, key) is not None
         return in_place and key is not None and "Dropout" not in key
-
-    def _has_parameters(self, layer: ast.expr) -> bool:
-        if not isinstance(layer, ast.Call):
-            return False
-        name = self.analysis.qualified_name(layer.func) or ""
-        if name.startswith("torch.nn.") and name[len("torch.nn.") :][:1].isupper():
-            return name not in torch_api.PARAMETERLESS_MODULES
-        return isinstance(layer.func, ast.Name) and self.analysis.is_module_class(layer.func.id)
 
     # -- which storage a value lives in ---------------------------------------------------
     def alias_of(self, expression: ast.expr) -> _Alias | None:
