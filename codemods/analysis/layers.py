@@ -321,3 +321,61 @@ def _alternatives(layer: ast.expr) -> list[ast.expr]:
 
 def _position(pair: Adjacent, start: dict[ast.AST, int]) -> int:
     return -1 if pair.previous is INPUT else start[pair.previous]
+
+
+def holding_sequentials(analysis: FileAnalysis, layer: ast.expr) -> list[ast.Call] | None:
+    """The `nn.Sequential` calls whose layers include the module `layer` builds: the one it
+    is passed to, or those built in its scope from the list it is added to or grown with it
+    (`self.body.add_module("b1", Block())`). None when `layer` is not such a layer."""
+    node: ast.expr = layer
+    parent = analysis.parent(node)
+    while isinstance(parent, (ast.IfExp, ast.List, ast.Tuple)) and node is not getattr(
+        parent, "test", None
+    ):
+        node, parent = parent, analysis.parent(parent)
+    if isinstance(parent, ast.Call) and node in parent.args:
+        if analysis.qualified_name(parent.func) == "torch.nn.Sequential":
+            return [parent]
+        func = parent.func
+        key = target_key(func.value) if isinstance(func, ast.Attribute) else None
+        if key is None or func.attr not in _GROWING:  # type: ignore[union-attr]
+            return None
+    elif isinstance(parent, (ast.Assign, ast.AugAssign)) and parent.value is node:
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        key = target_key(targets[0]) if len(targets) == 1 else None
+        if key is None:
+            return None
+    else:
+        return None
+    scope = analysis.scope_of(layer)
+    holding = [
+        call
+        for call in analysis.index.calls_by_name.get("Sequential", [])
+        if analysis.scope_of(call) is scope
+        and analysis.qualified_name(call.func) == "torch.nn.Sequential"
+        and _built_under(analysis, call, key)
+    ]
+    return holding or None
+
+
+def _built_under(analysis: FileAnalysis, call: ast.Call, key: str) -> bool:
+    """`nn.Sequential(*key)`, or `key = nn.Sequential(...)`."""
+    if len(call.args) == 1 and isinstance(call.args[0], ast.Starred):
+        return target_key(call.args[0].value) == key
+    statement = analysis.parent(call)
+    return (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and target_key(statement.targets[0]) == key
+    )
+
+
+def positions(analysis: FileAnalysis, sequential: ast.Call, layer: ast.expr) -> set[str] | None:
+    """Where `layer` may sit in `sequential`: "first" (it gets the Sequential's input),
+    "inner" (the previous layer's output); None when the order is not followed."""
+    adjacent = SequentialOrder(analysis, sequential).adjacent()
+    if adjacent is None:
+        return None
+    return {
+        "first" if pair.previous is INPUT else "inner" for pair in adjacent if pair.layer is layer
+    }

@@ -144,6 +144,10 @@ class _Write:
     kind: WriteKind
     call: ast.Call | None = None  # METHOD, FLAG, OUT: the writing call
     flag: ast.Constant | None = None  # FLAG: the `True` that makes it in place
+    # a call of an `nn.Sequential` whose first layer works in place: that layer, and whether
+    # it is first on every path of the code that builds the Sequential
+    layer: ast.Call | None = None
+    always: bool = True
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,7 @@ class _Checker:
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
+        self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
         # Whether some call of the file passes a literal `True` as `inplace`: a functional
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
@@ -313,6 +318,10 @@ class _Checker:
         elif positional and self._shared_inplace_entry(call.func) is not None:
             # No flag to flip: the instance is shared with every other user of the table.
             yield _Write(call, positional[0], WriteKind.FLAG, call)
+        elif positional:
+            first = self._inplace_first_layer(call.func)
+            if first is not None:
+                yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
         out = keyword_argument(call, "out")
         if out is not None and qualified is not None and qualified.startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
@@ -330,6 +339,33 @@ class _Checker:
         if constructor is None:
             return None
         return _flag_argument(constructor, self.analysis.qualified_name(constructor.func))
+
+    def _inplace_first_layer(self, module: ast.expr) -> tuple[ast.Call, bool] | None:
+        """For a call of an `nn.Sequential` whose first layer works in place (a
+        pre-activation `nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(...))`, also built
+        from a list or with `add_module`), which overwrites the Sequential's input: that
+        layer, and whether it is first on every path of the building code."""
+        if not self._flagged or not isinstance(module, (ast.Name, ast.Attribute)):
+            return None
+        constructor = self.provenance.module_constructor(module)
+        if (
+            constructor is None
+            or self.analysis.qualified_name(constructor.func) != "torch.nn.Sequential"
+        ):
+            return None
+        if constructor not in self._first_layers:
+            adjacent = SequentialOrder(self.analysis, constructor).adjacent() or []
+            firsts = [pair.layer for pair in adjacent if pair.previous is INPUT]
+            in_place = [
+                layer
+                for layer in firsts
+                if isinstance(layer, ast.Call)
+                and _flag_argument(layer, self.analysis.qualified_name(layer.func)) is not None
+            ]
+            self._first_layers[constructor] = (
+                (in_place[0], len(in_place) == len(firsts)) if in_place else None
+            )
+        return self._first_layers[constructor]
 
     def _shared_inplace_entry(self, module: ast.expr) -> ast.Call | None:
         """The in-place entry (`nn.ReLU(inplace=True)`) of a module-level table of module
@@ -840,11 +876,36 @@ class _Checker:
                 f"{self._what_was_saved(output, [saver])} for backward before that call: "
                 f"backward raises {_ERROR}."
             )
-            fix = (
-                self._clone_where_caller_reads(alias, [saver for _, saver in breaking])
-                if attribute is not None
-                else self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
-            )
+            condition = self._condition(write)
+            if condition is not None:
+                # The write runs on some calls only: whether on these calls is not proven.
+                message = message.replace(" writes in place ", " may write in place ", 1)
+                fix = _Fix(
+                    Tier.REPORT,
+                    f"It runs when {condition}, which gradfix could not "
+                    "prove for these calls; if it does, compute it out of place, or pass a "
+                    "copy (`.clone()`) at the call.",
+                    {},
+                )
+            elif attribute is not None:
+                fix = self._clone_where_caller_reads(alias, [saver for _, saver in breaking])
+            else:
+                fix = self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
+        if write.layer is not None:
+            layer = f"`{self._code(write.layer)}` (line {write.layer.lineno})"
+            if write.always:
+                message += f" Its first layer, {layer}, works in place."
+            else:
+                message = message.replace(" writes in place ", " may write in place ", 1)
+                message += (
+                    f" Its first layer may be {layer}, which works in place (the code that "
+                    "builds it adds that layer first on some path)."
+                )
+                fix = _Fix(
+                    Tier.REPORT,
+                    "If it does, use `inplace=False` on that layer, or pass a copy (`.clone()`).",
+                    {},
+                )
         scope = self.analysis.scope_of(write.node)
         if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
             # A name is no proof that nothing backpropagates through `generate()`, but it
@@ -945,11 +1006,17 @@ class _Checker:
         return list(held.values())
 
     def _runs_on_every_call(self, write: _Write, function: ScopeNode) -> bool:
-        """A statement of the function's own body (not under an `if` or a loop), with no
-        `return` or `raise` of the function before it."""
+        """A statement of the function's body, or one under `if`s there (`if self.activate:
+        x = self.act(x)`: `_condition` tells), with no `return` or `raise` of the function
+        before it."""
         statement = self.provenance.statement_of(write.node)
-        if statement is None or self.analysis.parent(statement) is not function:
+        if statement is None:
             return False
+        block = self.analysis.parent(statement)
+        while block is not function:
+            if not isinstance(block, ast.If) or self.analysis.index.field[statement] == "test":
+                return False
+            statement, block = block, self.analysis.parent(block)
         start = self.analysis.index.start
         return not any(
             isinstance(node, (ast.Return, ast.Raise))
@@ -957,6 +1024,15 @@ class _Checker:
             and start[node] < start[statement]
             for node in self.analysis.descendants(function)
         )
+
+    def _condition(self, write: _Write) -> str | None:
+        """When the write's statement runs, if under an `if`: the innermost test's code."""
+        statement = self.provenance.statement_of(write.node)
+        parent = self.analysis.parent(statement) if statement is not None else None
+        if not isinstance(parent, ast.If):
+            return None
+        holds = "holds" if self.analysis.index.field[statement] == "body" else "does not hold"
+        return f"`{self._code(parent.test)}` {holds}"
 
     def _callers_let_go(
         self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
@@ -1255,9 +1331,26 @@ class _Checker:
             if not self._read_after(load, write, alias):
                 continue
             resolved = self.alias_of(load)
-            if resolved is None or resolved.storage != alias.storage:
+            if resolved is None:
+                if self._may_hold(self.provenance.of(load), alias.storage):
+                    return True  # `identity = x` on one branch only: it may be the tensor
+                continue
+            if resolved.storage != alias.storage:
                 continue
             if result is None or result not in resolved.steps:
+                return True
+        return False
+
+    def _may_hold(self, origin: Origin, storage: Storage) -> bool:
+        """Whether one of the alternatives of a value whose storage is not one (`identity =
+        self.conv(x)` on one branch, `x` on the other) lives in `storage`."""
+        if origin.kind is not OriginKind.CHOICE:
+            return False
+        for alternative in origin.inputs:
+            resolved = self._resolve(alternative)
+            if resolved is not None and resolved.storage == storage:
+                return True
+            if resolved is None and self._may_hold(alternative, storage):
                 return True
         return False
 
