@@ -13,6 +13,7 @@ index store, the list passed to another function) makes the whole order unknown.
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,6 +56,20 @@ _MUTATING = _GROWING | {
     "__setitem__",
     "__delitem__",
 }
+
+
+_ORDERS: weakref.WeakKeyDictionary[FileAnalysis, dict[ast.Call, list[Adjacent] | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def adjacent_layers(analysis: FileAnalysis, call: ast.Call) -> list[Adjacent] | None:
+    """The pairs of layers of the `nn.Sequential` built by `call` that may run one after
+    the other (see `SequentialOrder`), computed once per call."""
+    orders = _ORDERS.setdefault(analysis, {})
+    if call not in orders:
+        orders[call] = SequentialOrder(analysis, call).adjacent()
+    return orders[call]
 
 
 class _Unfollowed(Exception):
@@ -100,6 +115,8 @@ class SequentialOrder:
             # `self.body = nn.Sequential()`, then `self.body.add_module(...)` in this scope;
             # growing appends at the end, so the spelled layers' pairs stand in any case
             self.grown_in_place = True
+            if not self._grown_anywhere():
+                return
             spelled = set(self.pairs)
             try:
                 self._block(self.analysis.scope_of(call).body, frozenset())
@@ -109,6 +126,18 @@ class SequentialOrder:
         if self.key is None:
             raise _Unfollowed
         self._block(self.analysis.scope_of(call).body, frozenset())
+
+    def _grown_anywhere(self) -> bool:
+        """Whether the scope calls a growing method on the key (`add_module`, ...): if not,
+        the spelled layers are all, and the scope need not be walked."""
+        scope = self.analysis.scope_of(self.call)
+        return any(
+            isinstance(call.func, ast.Attribute)
+            and target_key(call.func.value) == self.key
+            and self.analysis.scope_of(call) is scope
+            for method in _GROWING
+            for call in self.analysis.index.calls_by_name.get(method, [])
+        )
 
     def _literal_layers(self, call: ast.Call) -> list[ast.expr]:
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
@@ -373,7 +402,7 @@ def _built_under(analysis: FileAnalysis, call: ast.Call, key: str) -> bool:
 def positions(analysis: FileAnalysis, sequential: ast.Call, layer: ast.expr) -> set[str] | None:
     """Where `layer` may sit in `sequential`: "first" (it gets the Sequential's input),
     "inner" (the previous layer's output); None when the order is not followed."""
-    adjacent = SequentialOrder(analysis, sequential).adjacent()
+    adjacent = adjacent_layers(analysis, sequential)
     if adjacent is None:
         return None
     return {

@@ -61,7 +61,7 @@ from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.layers import INPUT, SequentialOrder
+from codemods.analysis.layers import INPUT, adjacent_layers
 from codemods.analysis.provenance import (
     CallSite,
     Origin,
@@ -354,7 +354,7 @@ class _Checker:
         ):
             return None
         if constructor not in self._first_layers:
-            adjacent = SequentialOrder(self.analysis, constructor).adjacent() or []
+            adjacent = adjacent_layers(self.analysis, constructor) or []
             firsts = [pair.layer for pair in adjacent if pair.previous is INPUT]
             in_place = [
                 layer
@@ -420,7 +420,7 @@ class _Checker:
         caller's tensor, which `inplace=False` would leave unchanged."""
         if self.analysis.qualified_name(call.func) != "torch.nn.Sequential":
             return
-        adjacent = SequentialOrder(self.analysis, call).adjacent() or []
+        adjacent = adjacent_layers(self.analysis, call) or []
         flagged = {pair.layer for pair in adjacent if pair.previous is INPUT}
         for pair in adjacent:
             layer, previous = pair.layer, pair.previous
