@@ -1,25 +1,27 @@
 """GF004: an in-place write to a tensor that autograd saved for backward.
 
 Detects in-place writes (`*_` methods such as `add_`, `masked_fill_`, `clamp_`, `normal_`;
-augmented assignment `y += eps`; index assignment `y[mask] = 0`; `out=` arguments;
-`F.relu(t, inplace=True)`, a module built with `inplace=True` called on `t` (also one taken
-from a module-level table of instances, `self.act = ACTS[name]`), or placed right
-after the layer that made `t` in an `nn.Sequential`) whose target shares storage and version
-counter (through names, views, `.detach()` and earlier in-place results, as provenance follows
-them) with a tensor an op saved for backward: its output (sigmoid, tanh, exp, softmax, ...) or
-one of its inputs (log, pow, `Linear`, a buffer multiplied with features that require grad), as
-the measured op table says. Backward then raises "one of the variables needed for gradient
-computation has been modified by an inplace operation". Not a tensor's write: an index that is
-a string (`out["gate"] = y`) and a sequence added in place (`feats += (y,)`), which no tensor
-takes. A write into a function's parameter that runs on every call (`token += pos` first in a
-`forward(token)`) is also a write into what each of the file's calls passes: it is judged at
-each call against what the caller saved before it, ops inside the file's own functions and
-`forward`s it ran included (`self.dec_a(q)` whose layer norm saved `q`, then `self.dec_b(q)`).
-Likewise a write into a `self` attribute the method does not rebind (`self.queue[:, i:j] = k`
-in a no_grad helper: under no_grad the version still changes) is judged at each call on the
-caller's own `self` (`self._enqueue(k)` after `torch.einsum("nc,ck->nk", [q, self.queue])`
-saved the queue). A call of a module built with `max_norm` (`nn.Embedding(n, d, max_norm=1)`)
-renormalises the rows of its weight it looks up in place: a write into that weight.
+augmented assignment `y += eps`; index assignment `y[mask] = 0`; `out=` arguments; `F.relu(t,
+inplace=True)`, a module built with `inplace=True` called on `t` (also one taken from a
+module-level table of instances, `self.act = ACTS[name]`), or placed right after the layer that
+made `t` in an `nn.Sequential` (spelled, built from a list under `if`s and in loops, or grown
+with `add_module`), or first in an `nn.Sequential` called on `t`) whose target shares storage
+and version counter (through names, views, `.detach()` and earlier in-place results, as
+provenance follows them) with a tensor an op saved for backward: its output (sigmoid, tanh,
+exp, softmax, ...) or one of its inputs (log, pow, `Linear`, a buffer multiplied with features
+that require grad), as the measured op table says. Backward then raises "one of the variables
+needed for gradient computation has been modified by an inplace operation". Not a tensor's
+write: an index that is a string (`out["gate"] = y`) and a sequence added in place (`feats +=
+(y,)`), which no tensor takes. A write into a function's parameter that runs on every call
+(`token += pos` first in a `forward(token)`) is also a write into what each of the file's calls
+passes: it is judged at each call against what the caller saved before it, ops inside the
+file's own functions and `forward`s it ran included (`self.dec_a(q)` whose layer norm saved
+`q`, then `self.dec_b(q)`). Likewise a write into a `self` attribute the method does not rebind
+(`self.queue[:, i:j] = k` in a no_grad helper: under no_grad the version still changes) is
+judged at each call on the caller's own `self` (`self._enqueue(k)` after
+`torch.einsum("nc,ck->nk", [q, self.queue])` saved the queue). A call of a module built with
+`max_norm` (`nn.Embedding(n, d, max_norm=1)`) renormalises the rows of its weight it looks up
+in place: a write into that weight.
 
 Safe when: the saving op ran in grad mode on inputs for which the table says it saves, the write
 runs after it with no backward in between (a write after the last backward is harmless), and the
@@ -189,7 +191,10 @@ class InplaceOnSaved(Rule):
         "input, so in-place L2 normalisation (`x /= torch.linalg.norm(x, dim=-1, "
         "keepdim=True)`) breaks backward; an activation working in place saves its result, so "
         "`nn.LeakyReLU(0.2, inplace=True)` followed by `nn.Dropout(inplace=True)` in an "
-        "`nn.Sequential` does too.\n\n"
+        "`nn.Sequential` does too, however the Sequential is built (from a list appended "
+        "to under `if`s and in loops, or with `add_module`); a Sequential whose first layer "
+        "works in place (`nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(...))`) overwrites "
+        "the tensor it is called on.\n\n"
         "gradfix knows what each op saves from a table measured on PyTorch, follows the "
         "written tensor through names, views and `.detach()` to what made it, and rewrites "
         "with the smallest edit that keeps every computed value: the out-of-place form at "
@@ -205,7 +210,10 @@ class InplaceOnSaved(Rule):
         "`txt /= txt.norm(...)` in a helper) changes the tensor its caller passed: gradfix "
         "judges it at each call of the file against what the caller saved before the call, "
         "inside the file's own modules too (one decoder's layer norm saved `q`, a second "
-        "decoder called on `q` overwrites it). It rewrites out of place only when it sees "
+        "decoder called on `q` overwrites it; a block used as the first layer of an "
+        "`nn.Sequential` is called with what the Sequential is called with). A write under "
+        "an `if` in the called function (`if self.preact: x = self.act(x)`) is reported. "
+        "It rewrites out of place only when it sees "
         "every call and no caller reads the tensor after it; otherwise it reports. A method's "
         "write into a `self` attribute (MoCo's `self.queue[:, i:j] = keys.T` in a no_grad "
         "helper, which still changes the version) is judged the same way at each call on the "
