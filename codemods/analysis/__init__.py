@@ -619,7 +619,25 @@ class FileAnalysis:
             self.integer_constants,
             self._member_value,
             grad,
+            self._class_body_names(scope),
         )
+
+    def _class_body_names(self, scope: ScopeNode) -> frozenset[str]:
+        """The names the class bodies of `scope`'s class and its bases in the file bind:
+        class attributes (`drop = None`), methods and properties."""
+        info = self.class_of(scope)
+        if info is None:
+            return frozenset()
+        names: set[str] = set()
+        for owner in self.lineage(info.name):
+            for statement in self.index.classes[owner].node.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(statement.name)
+                    continue
+                for node in ast.walk(statement):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        names.add(node.id)
+        return frozenset(names)
 
     def _member_value(self, class_name: str, attribute: str) -> Value:
         for owner in self.lineage(class_name):

@@ -150,6 +150,9 @@ class Interpreter:
         # (class of the file, attribute) -> what its instances' `self.<attribute>` holds
         member_value: Callable[[str, str], Value],
         grad_enabled: bool,
+        # names the class body (of the scope's class and the file's classes it derives
+        # from) binds: `self.<name>` may read them when no method bound it
+        class_attributes: frozenset[str] = frozenset(),
     ) -> None:
         self.qualify = qualify
         self.call_value = call_value
@@ -158,6 +161,7 @@ class Interpreter:
         self.integer_constants = integer_constants
         self.member_value = member_value
         self.initial_grad_enabled = grad_enabled
+        self.class_attributes = class_attributes
         self.facts = ScopeFacts()
 
     # -- statements -------------------------------------------------------------------
@@ -187,10 +191,8 @@ class Interpreter:
             return env  # `pass`, `import`, `raise`: nothing the environment tracks
         if isinstance(node, ast.If):
             taken = self.block(node.body, dict(env), grad)
-            if not node.orelse:
-                return join_envs(env, taken)
             other = self.block(node.orelse, dict(env), grad)  # `else:`, or a lone `elif`
-            return join_envs(taken, other)
+            return self.join_branches(env, taken, other)
         if isinstance(node, (*_FOR_LOOPS, ast.While)):
             return self.loop(node, env, grad)
         if isinstance(node, _WITHS):
@@ -209,6 +211,18 @@ class Interpreter:
             kind = Kind.FUNCTION if isinstance(node, _FUNCTIONS) else Kind.CLASS
             return {**env, node.name: Value(Grad.FREE, kind, cls=node.name)}
         return env
+
+    def join_branches(self, before: Env, taken: Env, other: Env) -> Env:
+        """The environment after an `if`. An attribute of `self` that one branch binds and
+        nothing bound before (`if use_ffn: self.drop = nn.Dropout(p, inplace=True)`) holds
+        that branch's value wherever it is read: on the other path the read raises
+        AttributeError, unless the class body binds the name (`drop = None`)."""
+        joined = join_envs(taken, other)
+        for branch, missing in ((taken, other), (other, taken)):
+            for key in branch.keys() - missing.keys() - before.keys():
+                if key.startswith("self.") and key[5:] not in self.class_attributes:
+                    joined[key] = branch[key]
+        return joined
 
     def loop(self, node: ast.For | ast.AsyncFor | ast.While, env: Env, grad: bool) -> Env:
         self.facts.loop_entry[node] = env

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from codemods.analysis import FileAnalysis, saved_ops, torch_api
+from codemods.analysis import FileAnalysis, layers, saved_ops, torch_api
 from codemods.analysis.bindings import Binding, BindingKind, ScopeBindings
 from codemods.analysis.imports import dotted_name
 from codemods.analysis.index import FUNCTION_TYPES, ScopeNode
@@ -346,27 +346,88 @@ class Provenance:
                 or analysis.value_of(func.value).cls not in owners
             ):
                 return None
+        layer_sites: list[CallSite] = []
         if function.name in torch_api.FORWARD_METHODS and analysis.is_module_class(info.name):
-            if not all(self._instances_held_by_name(owner) for owner in owners):
-                return None
-            for owner in owners:  # `module(...)`
-                calls += analysis.module_calls(analysis.index.classes[owner])
-        return self._sites(function, calls, bound=True)
+            for owner in owners:
+                held = self._instances_held(owner, function)
+                if held is None:
+                    return None
+                layer_sites += held
+                calls += analysis.module_calls(analysis.index.classes[owner])  # `module(...)`
+        sites = self._sites(function, calls, bound=True)
+        if not layer_sites:
+            return sites
+        return None if sites is None and calls else [*(sites or []), *layer_sites]
 
-    def _instances_held_by_name(self, class_name: str) -> bool:
-        """Whether every instance of the class the file builds is assigned to a name or a
-        `self` attribute, where gradfix sees each call of it."""
+    def _instances_held(self, class_name: str, forward: _Function) -> list[CallSite] | None:
+        """Where gradfix sees every call of the instances of the class the file builds: each
+        is assigned to a name or a `self` attribute (whose calls `module_calls` finds), or is
+        a layer of an `nn.Sequential` (`self.body.add_module("b1", Block())`), which passes
+        its own input to its first layer (a site passing what the Sequential's caller passes)
+        and the previous layer's output to the others (a site passing no caller's tensor).
+        The sites of the layers; None when some instance goes where gradfix cannot see."""
         builds = self.analysis.index.calls_by_name.get(class_name, [])
+        if not builds:
+            return None
+        sites: list[CallSite] = []
         for build in builds:
             statement = self.analysis.parent(build)
-            if not (
+            if (
                 isinstance(statement, ast.Assign)
                 and statement.value is build
                 and len(statement.targets) == 1
                 and target_key(statement.targets[0]) is not None
             ):
-                return False
-        return bool(builds)
+                continue
+            layer_sites = self._layer_sites(build, forward)
+            if layer_sites is None:
+                return None
+            sites += layer_sites
+        return sites
+
+    def _layer_sites(self, build: ast.Call, forward: _Function) -> list[CallSite] | None:
+        params = [p.arg for p in (*forward.args.posonlyargs, *forward.args.args)][1:]
+        if not params:
+            return None
+        sequentials = layers.holding_sequentials(self.analysis, build)
+        if sequentials is None:
+            return None
+        sites: list[CallSite] = []
+        for sequential in sequentials:
+            where = layers.positions(self.analysis, sequential, build)
+            calls = self._calls_of_built(sequential)
+            if where is None or calls is None:
+                return None
+            for call in calls:
+                if len(call.args) != 1 or call.keywords or isinstance(call.args[0], ast.Starred):
+                    return None
+                if "inner" in where:
+                    sites.append(CallSite(call, {}))
+                if "first" in where:
+                    sites.append(CallSite(call, {params[0]: call.args[0]}))
+        return sites
+
+    def _calls_of_built(self, constructor: ast.Call) -> list[ast.Call] | None:
+        """The calls of the module `constructor` builds, when it is bound to a name or a
+        `self` attribute and called only as `name(...)`."""
+        statement = self.analysis.parent(constructor)
+        if not (
+            isinstance(statement, ast.Assign)
+            and statement.value is constructor
+            and len(statement.targets) == 1
+        ):
+            return None
+        key = target_key(statement.targets[0])
+        if key is None:
+            return None
+        name = key.rsplit(".", 1)[-1]
+        calls = []
+        for call in self.analysis.index.calls_by_name.get(name, []):
+            if isinstance(call.func, (ast.Name, ast.Attribute)) and (
+                self.module_constructor(call.func) is constructor
+            ):
+                calls.append(call)
+        return calls
 
     def _sites(
         self, function: _Function, calls: list[ast.Call], bound: bool

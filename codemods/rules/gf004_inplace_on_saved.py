@@ -1,25 +1,27 @@
 """GF004: an in-place write to a tensor that autograd saved for backward.
 
 Detects in-place writes (`*_` methods such as `add_`, `masked_fill_`, `clamp_`, `normal_`;
-augmented assignment `y += eps`; index assignment `y[mask] = 0`; `out=` arguments;
-`F.relu(t, inplace=True)`, a module built with `inplace=True` called on `t` (also one taken
-from a module-level table of instances, `self.act = ACTS[name]`), or placed right
-after the layer that made `t` in an `nn.Sequential`) whose target shares storage and version
-counter (through names, views, `.detach()` and earlier in-place results, as provenance follows
-them) with a tensor an op saved for backward: its output (sigmoid, tanh, exp, softmax, ...) or
-one of its inputs (log, pow, `Linear`, a buffer multiplied with features that require grad), as
-the measured op table says. Backward then raises "one of the variables needed for gradient
-computation has been modified by an inplace operation". Not a tensor's write: an index that is
-a string (`out["gate"] = y`) and a sequence added in place (`feats += (y,)`), which no tensor
-takes. A write into a function's parameter that runs on every call (`token += pos` first in a
-`forward(token)`) is also a write into what each of the file's calls passes: it is judged at
-each call against what the caller saved before it, ops inside the file's own functions and
-`forward`s it ran included (`self.dec_a(q)` whose layer norm saved `q`, then `self.dec_b(q)`).
-Likewise a write into a `self` attribute the method does not rebind (`self.queue[:, i:j] = k`
-in a no_grad helper: under no_grad the version still changes) is judged at each call on the
-caller's own `self` (`self._enqueue(k)` after `torch.einsum("nc,ck->nk", [q, self.queue])`
-saved the queue). A call of a module built with `max_norm` (`nn.Embedding(n, d, max_norm=1)`)
-renormalises the rows of its weight it looks up in place: a write into that weight.
+augmented assignment `y += eps`; index assignment `y[mask] = 0`; `out=` arguments; `F.relu(t,
+inplace=True)`, a module built with `inplace=True` called on `t` (also one taken from a
+module-level table of instances, `self.act = ACTS[name]`), or placed right after the layer that
+made `t` in an `nn.Sequential` (spelled, built from a list under `if`s and in loops, or grown
+with `add_module`), or first in an `nn.Sequential` called on `t`) whose target shares storage
+and version counter (through names, views, `.detach()` and earlier in-place results, as
+provenance follows them) with a tensor an op saved for backward: its output (sigmoid, tanh,
+exp, softmax, ...) or one of its inputs (log, pow, `Linear`, a buffer multiplied with features
+that require grad), as the measured op table says. Backward then raises "one of the variables
+needed for gradient computation has been modified by an inplace operation". Not a tensor's
+write: an index that is a string (`out["gate"] = y`) and a sequence added in place (`feats +=
+(y,)`), which no tensor takes. A write into a function's parameter that runs on every call
+(`token += pos` first in a `forward(token)`) is also a write into what each of the file's calls
+passes: it is judged at each call against what the caller saved before it, ops inside the
+file's own functions and `forward`s it ran included (`self.dec_a(q)` whose layer norm saved
+`q`, then `self.dec_b(q)`). Likewise a write into a `self` attribute the method does not rebind
+(`self.queue[:, i:j] = k` in a no_grad helper: under no_grad the version still changes) is
+judged at each call on the caller's own `self` (`self._enqueue(k)` after
+`torch.einsum("nc,ck->nk", [q, self.queue])` saved the queue). A call of a module built with
+`max_norm` (`nn.Embedding(n, d, max_norm=1)`) renormalises the rows of its weight it looks up
+in place: a write into that weight.
 
 Safe when: the saving op ran in grad mode on inputs for which the table says it saves, the write
 runs after it with no backward in between (a write after the last backward is harmless), and the
@@ -61,6 +63,7 @@ from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.layers import INPUT, adjacent_layers
 from codemods.analysis.provenance import (
     CallSite,
     Origin,
@@ -143,6 +146,10 @@ class _Write:
     kind: WriteKind
     call: ast.Call | None = None  # METHOD, FLAG, OUT: the writing call
     flag: ast.Constant | None = None  # FLAG: the `True` that makes it in place
+    # a call of an `nn.Sequential` whose first layer works in place: that layer, and whether
+    # it is first on every path of the code that builds the Sequential
+    layer: ast.Call | None = None
+    always: bool = True
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,10 @@ class InplaceOnSaved(Rule):
         "input, so in-place L2 normalisation (`x /= torch.linalg.norm(x, dim=-1, "
         "keepdim=True)`) breaks backward; an activation working in place saves its result, so "
         "`nn.LeakyReLU(0.2, inplace=True)` followed by `nn.Dropout(inplace=True)` in an "
-        "`nn.Sequential` does too.\n\n"
+        "`nn.Sequential` does too, however the Sequential is built (from a list appended "
+        "to under `if`s and in loops, or with `add_module`); a Sequential whose first layer "
+        "works in place (`nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(...))`) overwrites "
+        "the tensor it is called on.\n\n"
         "gradfix knows what each op saves from a table measured on PyTorch, follows the "
         "written tensor through names, views and `.detach()` to what made it, and rewrites "
         "with the smallest edit that keeps every computed value: the out-of-place form at "
@@ -200,7 +210,10 @@ class InplaceOnSaved(Rule):
         "`txt /= txt.norm(...)` in a helper) changes the tensor its caller passed: gradfix "
         "judges it at each call of the file against what the caller saved before the call, "
         "inside the file's own modules too (one decoder's layer norm saved `q`, a second "
-        "decoder called on `q` overwrites it). It rewrites out of place only when it sees "
+        "decoder called on `q` overwrites it; a block used as the first layer of an "
+        "`nn.Sequential` is called with what the Sequential is called with). A write under "
+        "an `if` in the called function (`if self.preact: x = self.act(x)`) is reported. "
+        "It rewrites out of place only when it sees "
         "every call and no caller reads the tensor after it; otherwise it reports. A method's "
         "write into a `self` attribute (MoCo's `self.queue[:, i:j] = keys.T` in a no_grad "
         "helper, which still changes the version) is judged the same way at each call on the "
@@ -253,6 +266,7 @@ class _Checker:
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
+        self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
         # Whether some call of the file passes a literal `True` as `inplace`: a functional
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
@@ -312,6 +326,10 @@ class _Checker:
         elif positional and self._shared_inplace_entry(call.func) is not None:
             # No flag to flip: the instance is shared with every other user of the table.
             yield _Write(call, positional[0], WriteKind.FLAG, call)
+        elif positional:
+            first = self._inplace_first_layer(call.func)
+            if first is not None:
+                yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
         out = keyword_argument(call, "out")
         if out is not None and qualified is not None and qualified.startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
@@ -329,6 +347,33 @@ class _Checker:
         if constructor is None:
             return None
         return _flag_argument(constructor, self.analysis.qualified_name(constructor.func))
+
+    def _inplace_first_layer(self, module: ast.expr) -> tuple[ast.Call, bool] | None:
+        """For a call of an `nn.Sequential` whose first layer works in place (a
+        pre-activation `nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(...))`, also built
+        from a list or with `add_module`), which overwrites the Sequential's input: that
+        layer, and whether it is first on every path of the building code."""
+        if not self._flagged or not isinstance(module, (ast.Name, ast.Attribute)):
+            return None
+        constructor = self.provenance.module_constructor(module)
+        if (
+            constructor is None
+            or self.analysis.qualified_name(constructor.func) != "torch.nn.Sequential"
+        ):
+            return None
+        if constructor not in self._first_layers:
+            adjacent = adjacent_layers(self.analysis, constructor) or []
+            firsts = [pair.layer for pair in adjacent if pair.previous is INPUT]
+            in_place = [
+                layer
+                for layer in firsts
+                if isinstance(layer, ast.Call)
+                and _flag_argument(layer, self.analysis.qualified_name(layer.func)) is not None
+            ]
+            self._first_layers[constructor] = (
+                (in_place[0], len(in_place) == len(firsts)) if in_place else None
+            )
+        return self._first_layers[constructor]
 
     def _shared_inplace_entry(self, module: ast.expr) -> ast.Call | None:
         """The in-place entry (`nn.ReLU(inplace=True)`) of a module-level table of module
@@ -377,24 +422,38 @@ class _Checker:
         return in_place[0] if len(in_place) == 1 else None
 
     def _sequential(self, call: ast.Call) -> Iterator[RuleFinding]:
-        """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`: the in-place layer
-        overwrites the output the layer before it saved."""
+        """`nn.Sequential(..., nn.Tanh(), nn.ReLU(inplace=True), ...)`, also built from a
+        list or with `add_module`: an in-place layer that may run right after a layer that
+        saved its output overwrites it. Only between layers: the first layer's input is the
+        caller's tensor, which `inplace=False` would leave unchanged."""
         if self.analysis.qualified_name(call.func) != "torch.nn.Sequential":
             return
-        layers = _positional(call)
-        for position in range(1, len(layers)):
-            layer, previous = layers[position], layers[position - 1]
-            if not isinstance(layer, ast.Call) or not isinstance(previous, ast.Call):
+        adjacent = adjacent_layers(self.analysis, call) or []
+        flagged = {pair.layer for pair in adjacent if pair.previous is INPUT}
+        for pair in adjacent:
+            layer, previous = pair.layer, pair.previous
+            if layer in flagged or previous is INPUT or not isinstance(layer, ast.Call):
                 continue
+            if not isinstance(previous, ast.Call) or not pair.parameters_before:
+                continue  # without a layer with parameters before, its input may not require grad
             flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
             if flag is None or not self._saves_its_output(previous):
                 continue
-            if not any(self._has_parameters(earlier) for earlier in layers[: position - 1]):
-                continue  # the saving layer's input may not require grad
+            flagged.add(layer)
+            always = all(
+                isinstance(other.previous, ast.Call) and self._saves_its_output(other.previous)
+                for other in adjacent
+                if other.layer is layer
+            )
+            overwrites = (
+                "overwrites in place the output of the"
+                if always
+                else "may run right after (the code that builds the layers adds both on some "
+                "path) and then overwrites in place the output of the"
+            )
             message = (
-                f"`{self._code(layer)}` overwrites in place the output of the "
-                f"`{self._code(previous)}` before it, which autograd saved for backward: "
-                f"backward raises {_ERROR}. Use `inplace=False`."
+                f"`{self._code(layer)}` {overwrites} `{self._code(previous)}` before it, which "
+                f"autograd saved for backward: backward raises {_ERROR}. Use `inplace=False`."
             )
             yield RuleFinding(layer, message, Tier.SAFE, {flag: _false})
 
@@ -489,14 +548,6 @@ class _Checker:
             return True
         in_place = _flag_argument(layer, key) is not None
         return in_place and key is not None and "Dropout" not in key
-
-    def _has_parameters(self, layer: ast.expr) -> bool:
-        if not isinstance(layer, ast.Call):
-            return False
-        name = self.analysis.qualified_name(layer.func) or ""
-        if name.startswith("torch.nn.") and name[len("torch.nn.") :][:1].isupper():
-            return name not in torch_api.PARAMETERLESS_MODULES
-        return isinstance(layer.func, ast.Name) and self.analysis.is_module_class(layer.func.id)
 
     # -- which storage a value lives in ---------------------------------------------------
     def alias_of(self, expression: ast.expr) -> _Alias | None:
@@ -833,11 +884,36 @@ class _Checker:
                 f"{self._what_was_saved(output, [saver])} for backward before that call: "
                 f"backward raises {_ERROR}."
             )
-            fix = (
-                self._clone_where_caller_reads(alias, [saver for _, saver in breaking])
-                if attribute is not None
-                else self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
-            )
+            condition = self._condition(write)
+            if condition is not None:
+                # The write runs on some calls only: whether on these calls is not proven.
+                message = message.replace(" writes in place ", " may write in place ", 1)
+                fix = _Fix(
+                    Tier.REPORT,
+                    f"It runs when {condition}, which gradfix could not "
+                    "prove for these calls; if it does, compute it out of place, or pass a "
+                    "copy (`.clone()`) at the call.",
+                    {},
+                )
+            elif attribute is not None:
+                fix = self._clone_where_caller_reads(alias, [saver for _, saver in breaking])
+            else:
+                fix = self._fix_for_callers(write, alias, [site.call for site, _ in breaking])
+        if write.layer is not None:
+            layer = f"`{self._code(write.layer)}` (line {write.layer.lineno})"
+            if write.always:
+                message += f" Its first layer, {layer}, works in place."
+            else:
+                message = message.replace(" writes in place ", " may write in place ", 1)
+                message += (
+                    f" Its first layer may be {layer}, which works in place (the code that "
+                    "builds it adds that layer first on some path)."
+                )
+                fix = _Fix(
+                    Tier.REPORT,
+                    "If it does, use `inplace=False` on that layer, or pass a copy (`.clone()`).",
+                    {},
+                )
         scope = self.analysis.scope_of(write.node)
         if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
             # A name is no proof that nothing backpropagates through `generate()`, but it
@@ -938,11 +1014,17 @@ class _Checker:
         return list(held.values())
 
     def _runs_on_every_call(self, write: _Write, function: ScopeNode) -> bool:
-        """A statement of the function's own body (not under an `if` or a loop), with no
-        `return` or `raise` of the function before it."""
+        """A statement of the function's body, or one under `if`s there (`if self.activate:
+        x = self.act(x)`: `_condition` tells), with no `return` or `raise` of the function
+        before it."""
         statement = self.provenance.statement_of(write.node)
-        if statement is None or self.analysis.parent(statement) is not function:
+        if statement is None:
             return False
+        block = self.analysis.parent(statement)
+        while block is not function:
+            if not isinstance(block, ast.If) or self.analysis.index.field[statement] == "test":
+                return False
+            statement, block = block, self.analysis.parent(block)
         start = self.analysis.index.start
         return not any(
             isinstance(node, (ast.Return, ast.Raise))
@@ -950,6 +1032,15 @@ class _Checker:
             and start[node] < start[statement]
             for node in self.analysis.descendants(function)
         )
+
+    def _condition(self, write: _Write) -> str | None:
+        """When the write's statement runs, if under an `if`: the innermost test's code."""
+        statement = self.provenance.statement_of(write.node)
+        parent = self.analysis.parent(statement) if statement is not None else None
+        if not isinstance(parent, ast.If):
+            return None
+        holds = "holds" if self.analysis.index.field[statement] == "body" else "does not hold"
+        return f"`{self._code(parent.test)}` {holds}"
 
     def _callers_let_go(
         self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
@@ -1248,9 +1339,26 @@ class _Checker:
             if not self._read_after(load, write, alias):
                 continue
             resolved = self.alias_of(load)
-            if resolved is None or resolved.storage != alias.storage:
+            if resolved is None:
+                if self._may_hold(self.provenance.of(load), alias.storage):
+                    return True  # `identity = x` on one branch only: it may be the tensor
+                continue
+            if resolved.storage != alias.storage:
                 continue
             if result is None or result not in resolved.steps:
+                return True
+        return False
+
+    def _may_hold(self, origin: Origin, storage: Storage) -> bool:
+        """Whether one of the alternatives of a value whose storage is not one (`identity =
+        self.conv(x)` on one branch, `x` on the other) lives in `storage`."""
+        if origin.kind is not OriginKind.CHOICE:
+            return False
+        for alternative in origin.inputs:
+            resolved = self._resolve(alternative)
+            if resolved is not None and resolved.storage == storage:
+                return True
+            if resolved is None and self._may_hold(alternative, storage):
                 return True
         return False
 
