@@ -140,6 +140,8 @@ class Recorder:
     _user_files: dict[str, bool] = field(default_factory=dict)
     _store_sites: dict[str, dict[int, stores.StoreSite]] = field(default_factory=dict)
     _site_boundary: dict[Stack, int] = field(default_factory=dict)
+    # Frames whose store statement computed its value: its line and site, read once it ran.
+    _after: dict[int, tuple[int, stores.StoreSite]] = field(default_factory=dict)
     _saved: dict[int, list[weakref.ref[_Saved]]] = field(default_factory=dict)
     _stack_now: Stack = ()
     _reads: dict[tuple[Place, Stack], _Read] = field(default_factory=dict)
@@ -478,44 +480,64 @@ class Recorder:
         return self._trace_line
 
     def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if event == "line":
+        pending = self._after.get(id(frame))
+        if pending is not None and (
+            event != "line" or not pending[0] <= frame.f_lineno <= pending[1].end_line
+        ):
+            del self._after[id(frame)]
+            if event != "exception":  # a store that raised stored nothing
+                self._on_stored(frame, pending[1], Place(frame.f_code.co_filename, pending[0]))
+        if event == "line" and frame.f_code.co_name != "forward":
+            # a forward's lists are its outputs: kept only if its caller keeps them
             site = self._store_sites[frame.f_code.co_filename].get(frame.f_lineno)
             if site is not None:
                 self._on_store(frame, site)
+                if site.result is not None:
+                    self._after[id(frame)] = (frame.f_lineno, site)
         return self._trace_line
 
     def _sites_of(self, filename: str) -> dict[int, stores.StoreSite]:
         sites = self._store_sites.get(filename)
         if sites is None:
             try:
-                source = Path(filename).read_text(encoding="utf-8", errors="replace")
+                source = Path(filename).read_bytes()
             except OSError:
-                source = ""
+                source = b""
             sites = stores.store_sites(source)
             self._store_sites[filename] = sites
         return sites
 
     def _on_store(self, frame: FrameType, site: stores.StoreSite) -> None:
-        if frame.f_code.co_name == "forward":
-            return  # a forward's lists are its outputs: kept only if its caller keeps them
+        """Before a store statement runs: the values it stores, read from their names."""
         receiver = stores.read(frame, site.receiver) if site.receiver else None
         place = Place(frame.f_code.co_filename, frame.f_lineno)
         for path in site.operands:
-            value = stores.read(frame, path)
-            for tensor in _tensors(value):
-                if tensor.grad_fn is None:
-                    continue
-                self._stores.append(
-                    _Store(
-                        weakref.ref(tensor),
-                        place,
-                        None if receiver is None else id(receiver),
-                        self.steps,
-                        tensor.numel() == 1,
-                        # only a tensor stored as itself can take `.detach()` where stored
-                        ".".join(path) if value is tensor else "",
-                    )
+            # only a tensor stored as itself can take `.detach()` where stored
+            self._record_stores(stores.read(frame, path), place, receiver, ".".join(path))
+
+    def _on_stored(self, frame: FrameType, site: stores.StoreSite, place: Place) -> None:
+        """After a store statement that computed its value ran: that value, where it went."""
+        assert site.result is not None
+        value = stores.read(frame, site.result)
+        if site.appended:
+            value = value[-1] if isinstance(value, list) and value else None
+        receiver = stores.read(frame, site.receiver) if site.receiver else None
+        self._record_stores(value, place, receiver, "")
+
+    def _record_stores(self, value: Any, place: Place, receiver: Any, holder: str) -> None:
+        for tensor in _tensors(value):
+            if tensor.grad_fn is None:
+                continue
+            self._stores.append(
+                _Store(
+                    weakref.ref(tensor),
+                    place,
+                    None if receiver is None else id(receiver),
+                    self.steps,
+                    tensor.numel() == 1,
+                    holder if value is tensor else "",
                 )
+            )
 
     def _check_kept(self) -> None:
         """Tensors stored two optimizer steps ago and still alive: kept, with their graph,
@@ -534,26 +556,26 @@ class Recorder:
                 continue
             by_tensor.setdefault(id(tensor), []).append(store)
             tensors[id(tensor)] = tensor
-        places: dict[Place, _Store] = {}
-        places_holders: dict[Place, list[_Store]] = {}
+        places: dict[Place, list[_Store]] = {}
         for key, candidates in by_tensor.items():
             holders = _holders(tensors[key])
             # Only the statement that stored it into what still holds it (not a list the
             # forward builds and drops, whose tensors something else keeps).
             matching = [s for s in candidates if s.receiver in holders]
             for store in matching:
-                places.setdefault(store.place, store)
-                places_holders.setdefault(store.place, []).append(store)
-        for place, store in places.items():
+                places.setdefault(store.place, []).append(store)
+        for place, kept in places.items():
             self._kept.add(place)
-            rule = "GF001" if store.scalar else "GF002"
+            # A loss is one number; a store that keeps any larger tensor keeps outputs.
+            scalar = all(s.scalar for s in kept)
+            rule = "GF001" if scalar else "GF002"
             message = (
                 "Observed at run time: the graph-attached tensor stored here is still alive "
                 "two optimizer steps later, and with it its autograd graph (only kept: memory "
                 "grows with every step). Store it detached (`.detach()`, or `.item()` for a "
                 "number)."
             )
-            holders = frozenset(f"holder:{s.holder}" for s in places_holders[place] if s.holder)
+            holders = frozenset(f"holder:{s.holder}" for s in kept if s.holder)
             self._observe(Observation(rule, Kind.KEPT, place, message, holders))
 
     def _observe(self, observation: Observation) -> None:
