@@ -96,7 +96,8 @@ def _summary(run: TraceRun, results: list[FileResult], mode: str) -> None:
             else f"failed after {run.steps} optimizer steps"
         )
     )
-    count = sum(len(r.findings) + len(r.fixed) for r in results)
+    # `fix` moves the fixed findings out of `findings`; `diff` lists them in both.
+    count = sum(len(r.findings) + (len(r.fixed) if mode == "fix" else 0) for r in results)
     changed = sum(r.changed for r in results)
     verb = {"fix": "fixed", "diff": "would fix", "check": "found"}[mode]
     typer.echo(
