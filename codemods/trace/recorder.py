@@ -116,6 +116,7 @@ class _Read:
     addition: bool
     loop_carried: bool  # the code that made it ran again before this read
     holders: frozenset[str]  # the reading frame's names and `self.x` that hold the tensor
+    state: str | None  # `Class.attribute` holding it, for a read the same code repeats
 
 
 @dataclass
@@ -215,8 +216,9 @@ class Recorder:
         result = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if stack:
+            ran_before = self._site_boundary.get(stack, -1)
             self._site_boundary[stack] = self.boundary
-            self._tag_outputs(result, inputs, stack, frames, name)
+            self._tag_outputs(result, inputs, stack, frames, name, ran_before)
             written = _written(name, args, kwargs)
             if written:
                 self._on_writes(written, stack, _inplace_module(sys._getframe(2)))
@@ -232,7 +234,10 @@ class Recorder:
         stack: Stack,
         frames: list[FrameType],
         name: str,
+        ran_before: int,
     ) -> None:
+        """Tag the outputs' nodes; judge each input made before the last boundary. `ran_before`:
+        the boundary at which this op's code last ran before now, -1 never."""
         outputs = [t for t in _tensors(result) if t.grad_fn is not None]
         if not outputs:
             return
@@ -246,7 +251,7 @@ class Recorder:
             info = node.metadata.get(_META)
             if info is None or info.boundary == self.boundary:
                 continue
-            self._on_old_read(tensor, node, info, stack, frames, name)
+            self._on_old_read(tensor, node, info, stack, frames, name, ran_before)
 
     def _on_old_read(
         self,
@@ -256,6 +261,7 @@ class Recorder:
         stack: Stack,
         frames: list[FrameType],
         name: str,
+        ran_before: int,
     ) -> None:
         reached, freed = _reached(node)
         if not reached:
@@ -264,6 +270,10 @@ class Recorder:
         key = (place, info.stack)
         if key in self._reads:
             return
+        # The same code read it before, after it was made, and reads it again past a
+        # boundary: state that an object keeps from one step to the next (an RNN decoder's
+        # state, a spiking neuron's membrane), when an object's attribute holds it.
+        repeated = info.boundary <= ran_before < self.boundary
         self._reads[key] = _Read(
             place=place,
             tensor_stack=info.stack,
@@ -275,6 +285,7 @@ class Recorder:
             addition=name in _ADDITIONS,
             loop_carried=self._loop_carried(info.stack, stack, info.boundary),
             holders=holders,
+            state=_attribute_holding(tensor) if repeated else None,
         )
 
     def _loop_carried(self, tensor_stack: Stack, reader_stack: Stack, boundary: int) -> bool:
@@ -435,6 +446,10 @@ class Recorder:
         ]
         updated = this.parameter_writes != earlier.parameter_writes
         if reused or this.steps != earlier.steps or updated:
+            state = next((r for r in reused if r.state is not None), None)
+            if state is not None:
+                self._on_state_kept(state, earlier)
+                return
             read = reused[0] if reused else None
             place = read.place if read is not None else here
             made = _innermost(read.tensor_stack) if read is not None else there
@@ -455,6 +470,18 @@ class Recorder:
         )
         facts = frozenset({"repeated"}) if here == there else frozenset()
         self._observe(Observation("GF003", Kind.FREED, there, message, facts, raised=True))
+
+    def _on_state_kept(self, read: _Read, earlier: _Backward) -> None:
+        made = _innermost(read.tensor_stack)
+        message = (
+            f"Observed at run time: the tensor made at {made} in one training step is kept in "
+            f"an object's state (`{read.state}`) and read here again in the next step; the "
+            f"backward at {_innermost(earlier.stack)} freed its graph, so the next backward "
+            f"raises '{_TWICE}'. Reset the state at the start of each batch, or detach it "
+            "where one step ends (restructure by hand: which one the model means, and where "
+            "its steps end, gradfix cannot tell)."
+        )
+        self._observe(Observation("GF002", Kind.STATE_KEPT, read.place, message, raised=True))
 
     # -- optimizer steps -----------------------------------------------------------------------
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -812,6 +839,18 @@ def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place
     if isinstance(attributes, dict):
         holders |= {f"self.{name}" for name, value in attributes.items() if value is tensor}
     return Place(chosen.f_code.co_filename, chosen.f_lineno), frozenset(holders)
+
+
+def _attribute_holding(tensor: torch.Tensor) -> str | None:
+    """`Class.attribute` of an object whose own `__dict__` holds `tensor`, if one does."""
+    for namespace in gc.get_referrers(tensor):
+        if not isinstance(namespace, dict):
+            continue
+        for owner in gc.get_referrers(namespace):
+            if getattr(owner, "__dict__", None) is namespace:
+                name = next(k for k, v in namespace.items() if v is tensor)
+                return f"{type(owner).__name__}.{name}"
+    return None
 
 
 def _is_argument(tensor: torch.Tensor, frame: FrameType) -> bool:
