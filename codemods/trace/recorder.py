@@ -842,14 +842,18 @@ def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place
 
 
 def _attribute_holding(tensor: torch.Tensor) -> str | None:
-    """`Class.attribute` of an object whose own `__dict__` holds `tensor`, if one does."""
-    for namespace in gc.get_referrers(tensor):
-        if not isinstance(namespace, dict):
-            continue
-        for owner in gc.get_referrers(namespace):
-            if getattr(owner, "__dict__", None) is namespace:
-                name = next(k for k, v in namespace.items() if v is tensor)
-                return f"{type(owner).__name__}.{name}"
+    """`Class.attribute` of an object whose own `__dict__` holds `tensor`, itself or in a
+    tuple or list (an LSTM's `(h, c)`), if one does."""
+    holders: list[object] = [tensor]
+    holders += [r for r in gc.get_referrers(tensor) if isinstance(r, (tuple, list))]
+    for held in holders:
+        for namespace in gc.get_referrers(held):
+            if not isinstance(namespace, dict):
+                continue
+            for owner in gc.get_referrers(namespace):
+                if getattr(owner, "__dict__", None) is namespace:
+                    name = next(k for k, v in namespace.items() if v is held)
+                    return f"{type(owner).__name__}.{name}"
     return None
 
 
