@@ -92,6 +92,35 @@ def test_a_value_a_store_computes_is_read_where_it_went(tmp_path: Path) -> None:
     assert _findings(completed) == []
 
 
+def test_state_an_object_keeps_across_steps_is_reported_where_it_is_read(tmp_path: Path) -> None:
+    # The decoder's state object keeps `h.unsqueeze(0)` (line 24) from one chunk to the next;
+    # line 19 reads it back after the step whose backward freed it. GF002, a report (reset or
+    # detach where a step ends, by hand), not GF003's reuse after a step. The twin detaches.
+    case = CASES / "GF002_decoder_state"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--format", "json", "before.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF002", 19, "report")], completed.stderr
+    assert "DecoderState.hidden" in json.loads(completed.stdout)[0]["message"]
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+def test_a_recurrence_inside_a_step_is_not_detached_at_its_read(tmp_path: Path) -> None:
+    # `self.state` (line 17) is carried from one batch to the next, but the same line also
+    # reads it at each time step of a batch: `.detach()` there would cut the graph inside the
+    # batch and change the gradients. Reported, the file left as it is; the twin resets the
+    # state at the start of each batch.
+    case = CASES / "GF002_object_state"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF002", 17, "report")], completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
 @pytest.mark.parametrize(
     ("prefix", "shift"),
     [

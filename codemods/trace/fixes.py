@@ -100,7 +100,7 @@ _BUILDERS: dict[str, Callable[[FileAnalysis, ast.stmt, Observation], dict[ast.AS
 def _replacements(
     analysis: FileAnalysis, statement: ast.stmt, observation: Observation
 ) -> dict[ast.AST, Rewrite]:
-    if observation.kind in _REPORTS:
+    if observation.kind in _REPORTS or "within-step" in observation.facts:
         return {}
     cloned = _facts(observation, "clone:")
     if cloned:

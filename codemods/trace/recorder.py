@@ -11,7 +11,10 @@
   (hooks turn PyTorch's own version check off), now naming both lines.
 - Optimizer step hooks count training steps and stop the script after N of them.
 - A line tracer on the user's own files watches the statements `stores` found: a graph
-  tensor such a statement stores that is still alive two optimizer steps later is kept.
+  tensor such a statement stores that is still alive two optimizer steps later is kept. It is
+  `sys.settrace`, which holds one tracer per thread: a debugger's or coverage's tracer is
+  replaced while the script runs and restored after (`sys.monitoring`, which lets tools share,
+  is Python 3.12+).
 
 The user's line of an op is the innermost frame in a user file: under the script's folder,
 not in torch, site-packages or gradfix.
@@ -24,6 +27,7 @@ import itertools
 import sys
 import sysconfig
 import threading
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -146,6 +150,8 @@ class Recorder:
     _saved: dict[int, list[weakref.ref[_Saved]]] = field(default_factory=dict)
     _stack_now: Stack = ()
     _reads: dict[tuple[Place, Stack], _Read] = field(default_factory=dict)
+    # Op sites that read, within one step, a tensor they made in that step (a time loop).
+    _recurrent: set[Stack] = field(default_factory=set)
     _stores: list[_Store] = field(default_factory=list)
     _kept: set[Place] = field(default_factory=set)
     _seen: set[tuple[str, Place, str]] = field(default_factory=set)
@@ -249,7 +255,11 @@ class Recorder:
             if node is None:
                 continue
             info = node.metadata.get(_META)
-            if info is None or info.boundary == self.boundary:
+            if info is None:
+                continue
+            if info.boundary == self.boundary:
+                if info.stack == stack:  # reads what it made in this step: a recurrence
+                    self._recurrent.add(stack)
                 continue
             self._on_old_read(tensor, node, info, stack, frames, name, ran_before)
 
@@ -311,10 +321,24 @@ class Recorder:
             f"Observed at run time: a tensor made at {made} in one training step is read "
             f"here into the graph of a later step, after a backward went through it "
             f"(backward through history): {what}, and each step's graph stays alive. "
-            "Detach it where it is carried into the next step."
         )
         facts = {f"holder:{code}" for code in read.holders}
+        if rule == "GF002" and self._recurs_here(read):
+            # `.detach()` on this read would also cut the graph between the steps of the
+            # recurrence inside one training step, and change the gradients.
+            message += (
+                "This line also reads, within one step, what it made in that step: detach "
+                "(or reset) the state where a training step starts, not here."
+            )
+            facts.add("within-step")
+        else:
+            message += "Detach it where it is carried into the next step."
         self._observe(Observation(rule, Kind.CARRIED, read.place, message, frozenset(facts)))
+
+    def _recurs_here(self, read: _Read) -> bool:
+        """Whether the read's own line is a recurrence inside a step (not a caller that
+        passes the state in once per step)."""
+        return read.reader_stack in self._recurrent and read.place == _innermost(read.reader_stack)
 
     # -- writes --------------------------------------------------------------------------------
     def _on_writes(
@@ -842,19 +866,34 @@ def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place
 
 
 def _attribute_holding(tensor: torch.Tensor) -> str | None:
-    """`Class.attribute` of an object whose own `__dict__` holds `tensor`, itself or in a
-    tuple or list (an LSTM's `(h, c)`), if one does."""
-    holders: list[object] = [tensor]
-    holders += [r for r in gc.get_referrers(tensor) if isinstance(r, (tuple, list))]
-    for held in holders:
-        for namespace in gc.get_referrers(held):
-            if not isinstance(namespace, dict):
-                continue
-            for owner in gc.get_referrers(namespace):
-                if getattr(owner, "__dict__", None) is namespace:
-                    name = next(k for k, v in namespace.items() if v is held)
+    """`Class.attribute` of an object that holds `tensor` as an attribute, itself or in a
+    tuple or list (an LSTM's `(h, c)`), if one does; a module's globals are no object's state.
+    An instance holds its attributes itself or in its `__dict__`."""
+    held_by: list[object] = [tensor]
+    held_by += [r for r in gc.get_referrers(tensor) if isinstance(r, (tuple, list))]
+    for held in held_by:
+        for referrer in gc.get_referrers(held):
+            owners = [referrer]
+            if isinstance(referrer, dict):
+                owners = [o for o in gc.get_referrers(referrer) if _namespace(o) is referrer]
+            for owner in owners:
+                namespace = _namespace(owner)
+                if namespace is None or isinstance(owner, types.ModuleType):
+                    continue
+                name = next((k for k, v in namespace.items() if v is held), None)
+                if name is not None:
                     return f"{type(owner).__name__}.{name}"
     return None
+
+
+def _namespace(owner: object) -> dict | None:
+    """An instance's own attributes (`__dict__`, read without running its code)."""
+    if isinstance(owner, (type, dict, list, tuple, types.FrameType)):
+        return None
+    if not getattr(type(owner), "__dictoffset__", 0):
+        return None
+    namespace = getattr(owner, "__dict__", None)
+    return namespace if isinstance(namespace, dict) else None
 
 
 def _is_argument(tensor: torch.Tensor, frame: FrameType) -> bool:
