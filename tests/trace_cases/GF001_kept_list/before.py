@@ -7,7 +7,7 @@ opt = torch.optim.SGD(net.parameters(), lr=0.05)
 crit = nn.MSELoss()
 X, Y = torch.randn(16, 4), torch.randn(16, 1)
 history = []
-for epoch in range(6):
+for _ in range(6):
     opt.zero_grad()
     D_loss = crit(net(X), Y)
     D_loss.backward()
