@@ -6,7 +6,8 @@ case's folder; then a copy of it under `gradfix trace --fix`, and the fixed copy
 - detected: a fix case has a finding of its rule;
 - at line: that finding's line is one the accepted fix edits (`fix_lines`);
 - fixed: `trace --fix` changed before.py, and the result runs clean and prints what after.py
-  prints (counted over the cases whose accepted fix is one edit, `expect = "safe"`);
+  prints (counted over the cases whose accepted fix is one edit, `expect = "safe"`, and over
+  all fix cases);
 - wrong: a fixed script that raises another error than the bug's, or prints other numbers
   than after.py, or any rewrite of a look-alike;
 - left alone: a look-alike with no finding.
@@ -98,7 +99,7 @@ def score_case(case: ThreadCase, workdir: Path) -> TraceScore:
 def print_table(scores: list[TraceScore]) -> None:
     header = (
         "| rule | fix cases | detected | at the fix's line | one-edit cases fixed "
-        "| wrong rewrites | look-alikes left alone |"
+        "| fixed, all fix cases | wrong rewrites | look-alikes left alone |"
     )
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
@@ -111,6 +112,7 @@ def print_table(scores: list[TraceScore]) -> None:
             f"| {rule} | {len(fixes)} | {percent(sum(s.detected for s in fixes), len(fixes))} "
             f"| {percent(sum(s.at_line for s in fixes), len(fixes))} "
             f"| {percent(sum(s.fixed for s in editable), len(editable))} "
+            f"| {percent(sum(s.fixed for s in fixes), len(fixes))} "
             f"| {sum(s.wrong is not None for s in chosen)} "
             f"| {percent(sum(s.left_alone for s in leaves), len(leaves))} |"
         )

@@ -403,7 +403,9 @@ TRACE_SEES = {
     "added into a total read by a later step; reported at the accumulation.",
     "GF002": "a tensor of an earlier training step still alive where it was stored, or read "
     "into the next step's graph after a backward went through it (backward through "
-    "history); reported at the store or the read.",
+    "history); reported at the store or the read. State an object keeps from one step to "
+    "the next, and a carried state its own line also reads within a step (a time loop), "
+    "are reports: reset or detach it where a step starts.",
     "GF003": "a backward that reaches graph nodes an earlier backward freed; reported at the "
     "earlier backward (retain_graph=True), or, when a parameter update ran between them, as "
     "a report at the update or the read.",

@@ -73,6 +73,74 @@ def test_trace_fix_keeps_crlf_line_endings(tmp_path: Path) -> None:
     assert (tmp_path / "train.py").read_bytes() == expected
 
 
+def _findings(completed: subprocess.CompletedProcess[str]) -> list[tuple[str, int, str]]:
+    return [(f["rule"], f["line"], f["tier"]) for f in json.loads(completed.stdout)]
+
+
+def test_a_value_a_store_computes_is_read_where_it_went(tmp_path: Path) -> None:
+    # `self.predictions.append(self.net(X))` (line 15) stores a value no name holds before
+    # the statement runs: the list's last item is read once it ran. Outputs, not one number:
+    # GF002, a report (nothing proves the list is only kept). Its twin stores them detached.
+    case = CASES / "GF002_kept_output"
+    shutil.copy(case / "before.py", tmp_path / "before.py")
+    completed = _trace("--format", "json", "before.py", cwd=tmp_path)
+    assert completed.returncode == 1, completed.stderr
+    assert _findings(completed) == [("GF002", 15, "report")]
+    shutil.copy(case / "twin.py", tmp_path / "twin.py")
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert _findings(completed) == []
+
+
+def test_state_an_object_keeps_across_steps_is_reported_where_it_is_read(tmp_path: Path) -> None:
+    # The decoder's state object keeps `h.unsqueeze(0)` (line 24) from one chunk to the next;
+    # line 19 reads it back after the step whose backward freed it. GF002, a report (reset or
+    # detach where a step ends, by hand), not GF003's reuse after a step. The twin detaches.
+    case = CASES / "GF002_decoder_state"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--format", "json", "before.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF002", 19, "report")], completed.stderr
+    assert "DecoderState.hidden" in json.loads(completed.stdout)[0]["message"]
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+def test_a_recurrence_inside_a_step_is_not_detached_at_its_read(tmp_path: Path) -> None:
+    # `self.state` (line 17) is carried from one batch to the next, but the same line also
+    # reads it at each time step of a batch: `.detach()` there would cut the graph inside the
+    # batch and change the gradients. Reported, the file left as it is; the twin resets the
+    # state at the start of each batch.
+    case = CASES / "GF002_object_state"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF002", 17, "report")], completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("prefix", "shift"),
+    [
+        pytest.param(b"\xef\xbb\xbf", 0, id="bom"),
+        pytest.param(b"# -*- coding: latin-1 -*-\n# caf\xe9\n", 2, id="latin-1"),
+    ],
+)
+def test_trace_reads_and_fixes_a_file_as_python_decodes_it(
+    prefix: bytes, shift: int, tmp_path: Path
+) -> None:
+    # The kept loss is found at its store (the line tracer reads the file's bytes as Python
+    # does) and fixed in the file's own encoding, its BOM or declaration kept.
+    case = CASES / "GF001_kept_list"
+    (tmp_path / "train.py").write_bytes(prefix + (case / "before.py").read_bytes())
+    completed = _trace("--fix", "train.py", cwd=tmp_path)
+    assert f"train.py:{15 + shift}: GF001 fixed" in completed.stdout, completed.stderr
+    expected = prefix + (case / "after.py").read_bytes()
+    assert (tmp_path / "train.py").read_bytes() == expected
+
+
 def test_trace_fix_is_idempotent(tmp_path: Path) -> None:
     shutil.copy(CASES / "GF003" / "after.py", tmp_path / "train.py")
     completed = _trace("--fix", "train.py", cwd=tmp_path)  # the fixed script runs clean

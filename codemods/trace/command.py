@@ -34,6 +34,13 @@ def main(
         return EXIT_ERROR
     from codemods.trace import fixes  # the rules' fix builders, and LibCST
 
+    if sys.gettrace() is not None:
+        typer.echo(
+            "gradfix trace: a tracer is already set (a debugger, coverage); it is paused while "
+            "the script runs, since Python runs one `sys.settrace` tracer at a time.",
+            err=True,
+        )
+
     # stdout carries gradfix's JSON or diff: the script's own prints go to stderr then.
     quiet = as_json or mode == "diff"
     with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
@@ -96,7 +103,8 @@ def _summary(run: TraceRun, results: list[FileResult], mode: str) -> None:
             else f"failed after {run.steps} optimizer steps"
         )
     )
-    count = sum(len(r.findings) + len(r.fixed) for r in results)
+    # `fix` moves the fixed findings out of `findings`; `diff` lists them in both.
+    count = sum(len(r.findings) + (len(r.fixed) if mode == "fix" else 0) for r in results)
     changed = sum(r.changed for r in results)
     verb = {"fix": "fixed", "diff": "would fix", "check": "found"}[mode]
     typer.echo(

@@ -29,7 +29,7 @@ from codemods.rules.base import Rewrite
 from codemods.rules.edits import calling
 from codemods.trace.observations import Kind, Observation
 
-_REPORTS = {Kind.DUPLICATE, Kind.STEP_BETWEEN, Kind.REUSED_AFTER_STEP, Kind.FAILED}
+_REPORTS = {Kind.STATE_KEPT, Kind.DUPLICATE, Kind.STEP_BETWEEN, Kind.REUSED_AFTER_STEP, Kind.FAILED}
 
 
 @dataclass
@@ -100,7 +100,7 @@ _BUILDERS: dict[str, Callable[[FileAnalysis, ast.stmt, Observation], dict[ast.AS
 def _replacements(
     analysis: FileAnalysis, statement: ast.stmt, observation: Observation
 ) -> dict[ast.AST, Rewrite]:
-    if observation.kind in _REPORTS:
+    if observation.kind in _REPORTS or "within-step" in observation.facts:
         return {}
     cloned = _facts(observation, "clone:")
     if cloned:

@@ -23,6 +23,7 @@ class Kind(str, Enum):
     KEPT = "kept"  # GF001/GF002: a graph of an earlier step still held (memory)
     CARRIED = "carried"  # GF001/GF002: a graph of an earlier step read into a new one
     FREED = "freed"  # GF003: a backward reached nodes an earlier backward freed
+    STATE_KEPT = "state-kept"  # GF002: an object's state read again by the next step
     DUPLICATE = "duplicate"  # GF003: the same loss backpropagated twice
     STEP_BETWEEN = "step-between"  # GF003: a parameter update between two backward passes
     REUSED_AFTER_STEP = "reused-after-step"  # GF003: a freed output read after a step

@@ -11,7 +11,10 @@
   (hooks turn PyTorch's own version check off), now naming both lines.
 - Optimizer step hooks count training steps and stop the script after N of them.
 - A line tracer on the user's own files watches the statements `stores` found: a graph
-  tensor such a statement stores that is still alive two optimizer steps later is kept.
+  tensor such a statement stores that is still alive two optimizer steps later is kept. It is
+  `sys.settrace`, which holds one tracer per thread: a debugger's or coverage's tracer is
+  replaced while the script runs and restored after (`sys.monitoring`, which lets tools share,
+  is Python 3.12+).
 
 The user's line of an op is the innermost frame in a user file: under the script's folder,
 not in torch, site-packages or gradfix.
@@ -24,6 +27,7 @@ import itertools
 import sys
 import sysconfig
 import threading
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -116,6 +120,7 @@ class _Read:
     addition: bool
     loop_carried: bool  # the code that made it ran again before this read
     holders: frozenset[str]  # the reading frame's names and `self.x` that hold the tensor
+    state: str | None  # `Class.attribute` holding it, for a read the same code repeats
 
 
 @dataclass
@@ -140,9 +145,13 @@ class Recorder:
     _user_files: dict[str, bool] = field(default_factory=dict)
     _store_sites: dict[str, dict[int, stores.StoreSite]] = field(default_factory=dict)
     _site_boundary: dict[Stack, int] = field(default_factory=dict)
+    # Frames whose store statement computed its value: its line and site, read once it ran.
+    _after: dict[int, tuple[int, stores.StoreSite]] = field(default_factory=dict)
     _saved: dict[int, list[weakref.ref[_Saved]]] = field(default_factory=dict)
     _stack_now: Stack = ()
     _reads: dict[tuple[Place, Stack], _Read] = field(default_factory=dict)
+    # Op sites that read, within one step, a tensor they made in that step (a time loop).
+    _recurrent: set[Stack] = field(default_factory=set)
     _stores: list[_Store] = field(default_factory=list)
     _kept: set[Place] = field(default_factory=set)
     _seen: set[tuple[str, Place, str]] = field(default_factory=set)
@@ -213,8 +222,9 @@ class Recorder:
         result = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if stack:
+            ran_before = self._site_boundary.get(stack, -1)
             self._site_boundary[stack] = self.boundary
-            self._tag_outputs(result, inputs, stack, frames, name)
+            self._tag_outputs(result, inputs, stack, frames, name, ran_before)
             written = _written(name, args, kwargs)
             if written:
                 self._on_writes(written, stack, _inplace_module(sys._getframe(2)))
@@ -230,7 +240,10 @@ class Recorder:
         stack: Stack,
         frames: list[FrameType],
         name: str,
+        ran_before: int,
     ) -> None:
+        """Tag the outputs' nodes; judge each input made before the last boundary. `ran_before`:
+        the boundary at which this op's code last ran before now, -1 never."""
         outputs = [t for t in _tensors(result) if t.grad_fn is not None]
         if not outputs:
             return
@@ -242,9 +255,13 @@ class Recorder:
             if node is None:
                 continue
             info = node.metadata.get(_META)
-            if info is None or info.boundary == self.boundary:
+            if info is None:
                 continue
-            self._on_old_read(tensor, node, info, stack, frames, name)
+            if info.boundary == self.boundary:
+                if info.stack == stack:  # reads what it made in this step: a recurrence
+                    self._recurrent.add(stack)
+                continue
+            self._on_old_read(tensor, node, info, stack, frames, name, ran_before)
 
     def _on_old_read(
         self,
@@ -254,6 +271,7 @@ class Recorder:
         stack: Stack,
         frames: list[FrameType],
         name: str,
+        ran_before: int,
     ) -> None:
         reached, freed = _reached(node)
         if not reached:
@@ -262,6 +280,10 @@ class Recorder:
         key = (place, info.stack)
         if key in self._reads:
             return
+        # The same code read it before, after it was made, and reads it again past a
+        # boundary: state that an object keeps from one step to the next (an RNN decoder's
+        # state, a spiking neuron's membrane), when an object's attribute holds it.
+        repeated = info.boundary <= ran_before < self.boundary
         self._reads[key] = _Read(
             place=place,
             tensor_stack=info.stack,
@@ -273,6 +295,7 @@ class Recorder:
             addition=name in _ADDITIONS,
             loop_carried=self._loop_carried(info.stack, stack, info.boundary),
             holders=holders,
+            state=_attribute_holding(tensor) if repeated else None,
         )
 
     def _loop_carried(self, tensor_stack: Stack, reader_stack: Stack, boundary: int) -> bool:
@@ -298,10 +321,24 @@ class Recorder:
             f"Observed at run time: a tensor made at {made} in one training step is read "
             f"here into the graph of a later step, after a backward went through it "
             f"(backward through history): {what}, and each step's graph stays alive. "
-            "Detach it where it is carried into the next step."
         )
         facts = {f"holder:{code}" for code in read.holders}
+        if rule == "GF002" and self._recurs_here(read):
+            # `.detach()` on this read would also cut the graph between the steps of the
+            # recurrence inside one training step, and change the gradients.
+            message += (
+                "This line also reads, within one step, what it made in that step: detach "
+                "(or reset) the state where a training step starts, not here."
+            )
+            facts.add("within-step")
+        else:
+            message += "Detach it where it is carried into the next step."
         self._observe(Observation(rule, Kind.CARRIED, read.place, message, frozenset(facts)))
+
+    def _recurs_here(self, read: _Read) -> bool:
+        """Whether the read's own line is a recurrence inside a step (not a caller that
+        passes the state in once per step)."""
+        return read.reader_stack in self._recurrent and read.place == _innermost(read.reader_stack)
 
     # -- writes --------------------------------------------------------------------------------
     def _on_writes(
@@ -433,6 +470,10 @@ class Recorder:
         ]
         updated = this.parameter_writes != earlier.parameter_writes
         if reused or this.steps != earlier.steps or updated:
+            state = next((r for r in reused if r.state is not None), None)
+            if state is not None:
+                self._on_state_kept(state, earlier)
+                return
             read = reused[0] if reused else None
             place = read.place if read is not None else here
             made = _innermost(read.tensor_stack) if read is not None else there
@@ -453,6 +494,18 @@ class Recorder:
         )
         facts = frozenset({"repeated"}) if here == there else frozenset()
         self._observe(Observation("GF003", Kind.FREED, there, message, facts, raised=True))
+
+    def _on_state_kept(self, read: _Read, earlier: _Backward) -> None:
+        made = _innermost(read.tensor_stack)
+        message = (
+            f"Observed at run time: the tensor made at {made} in one training step is kept in "
+            f"an object's state (`{read.state}`) and read here again in the next step; the "
+            f"backward at {_innermost(earlier.stack)} freed its graph, so the next backward "
+            f"raises '{_TWICE}'. Reset the state at the start of each batch, or detach it "
+            "where one step ends (restructure by hand: which one the model means, and where "
+            "its steps end, gradfix cannot tell)."
+        )
+        self._observe(Observation("GF002", Kind.STATE_KEPT, read.place, message, raised=True))
 
     # -- optimizer steps -----------------------------------------------------------------------
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -478,44 +531,64 @@ class Recorder:
         return self._trace_line
 
     def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if event == "line":
+        pending = self._after.get(id(frame))
+        if pending is not None and (
+            event != "line" or not pending[0] <= frame.f_lineno <= pending[1].end_line
+        ):
+            del self._after[id(frame)]
+            if event != "exception":  # a store that raised stored nothing
+                self._on_stored(frame, pending[1], Place(frame.f_code.co_filename, pending[0]))
+        if event == "line" and frame.f_code.co_name != "forward":
+            # a forward's lists are its outputs: kept only if its caller keeps them
             site = self._store_sites[frame.f_code.co_filename].get(frame.f_lineno)
             if site is not None:
                 self._on_store(frame, site)
+                if site.result is not None:
+                    self._after[id(frame)] = (frame.f_lineno, site)
         return self._trace_line
 
     def _sites_of(self, filename: str) -> dict[int, stores.StoreSite]:
         sites = self._store_sites.get(filename)
         if sites is None:
             try:
-                source = Path(filename).read_text(encoding="utf-8", errors="replace")
+                source = Path(filename).read_bytes()
             except OSError:
-                source = ""
+                source = b""
             sites = stores.store_sites(source)
             self._store_sites[filename] = sites
         return sites
 
     def _on_store(self, frame: FrameType, site: stores.StoreSite) -> None:
-        if frame.f_code.co_name == "forward":
-            return  # a forward's lists are its outputs: kept only if its caller keeps them
+        """Before a store statement runs: the values it stores, read from their names."""
         receiver = stores.read(frame, site.receiver) if site.receiver else None
         place = Place(frame.f_code.co_filename, frame.f_lineno)
         for path in site.operands:
-            value = stores.read(frame, path)
-            for tensor in _tensors(value):
-                if tensor.grad_fn is None:
-                    continue
-                self._stores.append(
-                    _Store(
-                        weakref.ref(tensor),
-                        place,
-                        None if receiver is None else id(receiver),
-                        self.steps,
-                        tensor.numel() == 1,
-                        # only a tensor stored as itself can take `.detach()` where stored
-                        ".".join(path) if value is tensor else "",
-                    )
+            # only a tensor stored as itself can take `.detach()` where stored
+            self._record_stores(stores.read(frame, path), place, receiver, ".".join(path))
+
+    def _on_stored(self, frame: FrameType, site: stores.StoreSite, place: Place) -> None:
+        """After a store statement that computed its value ran: that value, where it went."""
+        assert site.result is not None
+        value = stores.read(frame, site.result)
+        if site.appended:
+            value = value[-1] if isinstance(value, list) and value else None
+        receiver = stores.read(frame, site.receiver) if site.receiver else None
+        self._record_stores(value, place, receiver, "")
+
+    def _record_stores(self, value: Any, place: Place, receiver: Any, holder: str) -> None:
+        for tensor in _tensors(value):
+            if tensor.grad_fn is None:
+                continue
+            self._stores.append(
+                _Store(
+                    weakref.ref(tensor),
+                    place,
+                    None if receiver is None else id(receiver),
+                    self.steps,
+                    tensor.numel() == 1,
+                    holder if value is tensor else "",
                 )
+            )
 
     def _check_kept(self) -> None:
         """Tensors stored two optimizer steps ago and still alive: kept, with their graph,
@@ -534,26 +607,26 @@ class Recorder:
                 continue
             by_tensor.setdefault(id(tensor), []).append(store)
             tensors[id(tensor)] = tensor
-        places: dict[Place, _Store] = {}
-        places_holders: dict[Place, list[_Store]] = {}
+        places: dict[Place, list[_Store]] = {}
         for key, candidates in by_tensor.items():
             holders = _holders(tensors[key])
             # Only the statement that stored it into what still holds it (not a list the
             # forward builds and drops, whose tensors something else keeps).
             matching = [s for s in candidates if s.receiver in holders]
             for store in matching:
-                places.setdefault(store.place, store)
-                places_holders.setdefault(store.place, []).append(store)
-        for place, store in places.items():
+                places.setdefault(store.place, []).append(store)
+        for place, kept in places.items():
             self._kept.add(place)
-            rule = "GF001" if store.scalar else "GF002"
+            # A loss is one number; a store that keeps any larger tensor keeps outputs.
+            scalar = all(s.scalar for s in kept)
+            rule = "GF001" if scalar else "GF002"
             message = (
                 "Observed at run time: the graph-attached tensor stored here is still alive "
                 "two optimizer steps later, and with it its autograd graph (only kept: memory "
                 "grows with every step). Store it detached (`.detach()`, or `.item()` for a "
                 "number)."
             )
-            holders = frozenset(f"holder:{s.holder}" for s in places_holders[place] if s.holder)
+            holders = frozenset(f"holder:{s.holder}" for s in kept if s.holder)
             self._observe(Observation(rule, Kind.KEPT, place, message, holders))
 
     def _observe(self, observation: Observation) -> None:
@@ -790,6 +863,37 @@ def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place
     if isinstance(attributes, dict):
         holders |= {f"self.{name}" for name, value in attributes.items() if value is tensor}
     return Place(chosen.f_code.co_filename, chosen.f_lineno), frozenset(holders)
+
+
+def _attribute_holding(tensor: torch.Tensor) -> str | None:
+    """`Class.attribute` of an object that holds `tensor` as an attribute, itself or in a
+    tuple or list (an LSTM's `(h, c)`), if one does; a module's globals are no object's state.
+    An instance holds its attributes itself or in its `__dict__`."""
+    held_by: list[object] = [tensor]
+    held_by += [r for r in gc.get_referrers(tensor) if isinstance(r, (tuple, list))]
+    for held in held_by:
+        for referrer in gc.get_referrers(held):
+            owners = [referrer]
+            if isinstance(referrer, dict):
+                owners = [o for o in gc.get_referrers(referrer) if _namespace(o) is referrer]
+            for owner in owners:
+                namespace = _namespace(owner)
+                if namespace is None or isinstance(owner, types.ModuleType):
+                    continue
+                name = next((k for k, v in namespace.items() if v is held), None)
+                if name is not None:
+                    return f"{type(owner).__name__}.{name}"
+    return None
+
+
+def _namespace(owner: object) -> dict | None:
+    """An instance's own attributes (`__dict__`, read without running its code)."""
+    if isinstance(owner, (type, dict, list, tuple, types.FrameType)):
+        return None
+    if not getattr(type(owner), "__dictoffset__", 0):
+        return None
+    namespace = getattr(owner, "__dict__", None)
+    return namespace if isinstance(namespace, dict) else None
 
 
 def _is_argument(tensor: torch.Tensor, frame: FrameType) -> bool:

@@ -4,9 +4,16 @@ source: appends and other method calls given a value (`losses.append(loss)`,
 assignments (`total += loss`).
 
 The line tracer reads, just before such a statement runs, the values it is about to store, and
-the object it stores them into. Only names and attribute chains (`loss`, `self.hidden`) are
-read, from the frame's variables and objects' own `__dict__`, so that watching never runs the
-user's code (no call, no property, no `__getattr__`).
+the object it stores them into; a value the statement computes itself (`xs.append(model(x))`,
+`self.h = f(x)`) is read once it ran, where it was stored (the list's last item, the
+attribute). Only names and attribute chains (`loss`, `self.hidden`) are read, from the frame's
+variables and objects' own `__dict__`, so that watching never runs the user's code (no call,
+no property, no `__getattr__`).
+
+The sites come from a parse of their own, not from `codemods.analysis`: the tracer needs them
+for every user file a frame runs in, as that frame starts and before any finding exists, and
+they are shapes of statements, no fact about values; a full analysis of each file the script
+imports would cost far more than this one `ast.parse`.
 """
 
 from __future__ import annotations
@@ -21,13 +28,19 @@ Chain = tuple[str, ...]  # `self.hidden` as ("self", "hidden")
 
 @dataclass(frozen=True)
 class StoreSite:
-    operands: tuple[Chain, ...]  # what it stores
+    operands: tuple[Chain, ...]  # what it stores, read before it runs
     receiver: Chain | None  # what it stores into
+    end_line: int  # the statement's last line
+    # Where the value it stores is read once it ran, when the statement computes that value
+    # itself: the attribute it assigns (`self.h = f(x)`), or the list it appends to (`appended`:
+    # its last item).
+    result: Chain | None = None
+    appended: bool = False
 
 
-def store_sites(source: str) -> dict[int, StoreSite]:
+def store_sites(source: bytes) -> dict[int, StoreSite]:
     """Each store statement's first line, and what it stores; {} for a file that does not
-    parse."""
+    parse. The bytes are parsed as Python reads them (a BOM, an encoding declaration)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -35,19 +48,23 @@ def store_sites(source: str) -> dict[int, StoreSite]:
     sites: dict[int, StoreSite] = {}
     for node in ast.walk(tree):
         site = _site(node)
-        if site is not None and site.operands:
+        if site is not None and (site.operands or site.result):
             sites[node.lineno] = site  # type: ignore[attr-defined]
     return sites
 
 
 def _site(node: ast.AST) -> StoreSite | None:
+    end = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
     if isinstance(node, ast.AugAssign):
-        return StoreSite(tuple(_paths(node.value)), _path(_container(node.target)))
+        return StoreSite(tuple(_paths(node.value)), _path(_container(node.target)), end)
     if isinstance(node, ast.Assign):
         stored = [t for t in node.targets if isinstance(t, (ast.Attribute, ast.Subscript))]
         if not stored:
             return None
-        return StoreSite(tuple(_paths(node.value)), _path(_container(stored[0])))
+        operands = tuple(_paths(node.value))
+        computed = not operands and isinstance(stored[0], ast.Attribute)
+        result = _path(stored[0]) if computed else None
+        return StoreSite(operands, _path(_container(stored[0])), end, result)
     if (
         isinstance(node, ast.Expr)
         and isinstance(node.value, ast.Call)
@@ -55,8 +72,10 @@ def _site(node: ast.AST) -> StoreSite | None:
     ):
         call = node.value
         values = [*call.args, *(keyword.value for keyword in call.keywords)]
-        operands = [path for value in values for path in _paths(value)]
-        return StoreSite(tuple(operands), _path(_container(call.func.value)))  # type: ignore[attr-defined]
+        operands = tuple(path for value in values for path in _paths(value))
+        receiver = _path(_container(call.func.value))  # type: ignore[attr-defined]
+        appended = call.func.attr == "append" and not operands and len(call.args) == 1
+        return StoreSite(operands, receiver, end, receiver if appended else None, appended)
     return None
 
 
