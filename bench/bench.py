@@ -17,17 +17,24 @@ count), in one run:
   files with a fix to write;
 - with `--warm`, a run that fills the result cache in a temporary folder and a rerun answered
   from it.
+
+Each row gives wall seconds and CPU seconds (this process and every process it started, the
+fork server's workers included: this script adopts the processes its children leave behind, so
+that it can reap them and count their time). On a machine other work loads, CPU seconds compare
+the tools more steadily than wall seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import ctypes
 import functools
 import importlib.util
 import json
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +56,9 @@ from codemods.walk import python_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
+PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+ORPHAN_WAIT_SECONDS = 10.0
+RUFF = "ruff check --select ALL"
 
 
 def _source(path: Path) -> bytes:
@@ -80,11 +90,40 @@ def _parsed_by_libcst(path: Path) -> bool:
         return False
 
 
-def measure(run: Callable[[], T]) -> tuple[float, T]:
-    """Wall seconds (CPU time would miss the fork server's workers), and what `run` returned."""
-    start = time.perf_counter()
+def adopt_orphans() -> None:
+    """Become the parent of the processes our children leave behind (gradfix's fork server and
+    its workers), so that their CPU time is counted when they are reaped (Linux only)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _reap_orphans() -> None:
+    """Wait for the adopted processes to end (a fork server ends with its gradfix)."""
+    children = Path(f"/proc/self/task/{os.getpid()}/children")
+    deadline = time.monotonic() + ORPHAN_WAIT_SECONDS
+    while children.exists() and children.read_text().split() and time.monotonic() < deadline:
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        time.sleep(0.01)
+
+
+def _cpu_seconds() -> float:
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def measure(run: Callable[[], T]) -> tuple[float, float, T]:
+    """Wall seconds, CPU seconds (of this process and every process it started and reaped),
+    and what `run` returned."""
+    start, cpu = time.perf_counter(), _cpu_seconds()
     result = run()
-    return time.perf_counter() - start, result
+    wall = time.perf_counter() - start
+    _reap_orphans()
+    return wall, _cpu_seconds() - cpu, result
 
 
 def parse_all(files: list[Path], jobs: int, parse: Callable[[Path], bool] = _parse) -> int:
@@ -132,43 +171,62 @@ def main() -> None:
     parser.add_argument("paths", nargs="*", type=Path, help="default: the torch package")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--warm", action="store_true", help="also time a warm-cache rerun")
+    parser.add_argument(
+        "--no-parsers", action="store_true", help="skip timing bare LibCST and ast parsing"
+    )
+    parser.add_argument(
+        "--no-count", action="store_true", help="skip counting the files LibCST parses"
+    )
+    parser.add_argument("--json", type=Path, help="write the cold check's JSON records here")
     args = parser.parse_args()
+    adopt_orphans()
     paths = [path.resolve() for path in args.paths or [_default_root()]]
 
     files = python_files(paths)
     lines = sum(path.read_bytes().count(b"\n") for path in files)
     print(f"{len(files)} files, {lines} lines, {args.jobs} processes, load {os.getloadavg()}")
 
-    rows: list[tuple[str, float]] = []
-    seconds, unparsable = measure(lambda: parse_all(files, args.jobs))
-    rows.append(("libcst.parse_module", seconds))
-    rows.append(("ast.parse", measure(lambda: parse_all(files, args.jobs, _parse_ast))[0]))
+    rows: list[tuple[str, float, float]] = []
+    unparsable: int | None = None
+    if not args.no_parsers:
+        wall, cpu, unparsable = measure(lambda: parse_all(files, args.jobs))
+        rows.append(("libcst.parse_module", wall, cpu))
+        rows.append(("ast.parse", *measure(lambda: parse_all(files, args.jobs, _parse_ast))[:2]))
     ruff = shutil.which("ruff")
     if ruff is not None:
-        rows.append(
-            ("ruff check --select ALL", measure(lambda: run_ruff(ruff, files, args.jobs))[0])
-        )
+        rows.append((RUFF, *measure(lambda: run_ruff(ruff, files, args.jobs))[:2]))
     with tempfile.TemporaryDirectory() as directory:
         run = functools.partial(run_gradfix, files, args.jobs, cwd=Path(directory))
-        seconds, records = measure(run)
-        rows.append(("gradfix check --no-cache", seconds))
+        wall, cpu, records = measure(run)
+        rows.append(("gradfix check --no-cache", wall, cpu))
+        if args.json is not None:
+            args.json.write_text(json.dumps(records, indent=1))
         if args.warm:
-            rows.append(("  filling the cache", measure(lambda: run(cache=True))[0]))
-            rows.append(("  warm cache", measure(lambda: run(cache=True))[0]))
+            rows.append(("  filling the cache", *measure(lambda: run(cache=True))[:2]))
+            rows.append(("  warm cache", *measure(lambda: run(cache=True))[:2]))
 
-    print(f"{'':28}{'seconds':>9}{'files/s':>9}{'x libcst':>10}{'x ruff':>8}")
-    for label, seconds in rows:
-        versus_ruff = f"{seconds / rows[2][1]:8.2f}" if ruff is not None else f"{'-':>8}"
+    by_label = {label: (wall, cpu) for label, wall, cpu in rows}
+    libcst_row, ruff_row = by_label.get("libcst.parse_module"), by_label.get(RUFF)
+    header = f"{'':28}{'seconds':>9}{'files/s':>9}{'x libcst':>10}{'x ruff':>8}"
+    print(f"{header}{'CPU s':>9}{'CPU x ruff':>11}")
+    for label, wall, cpu in rows:
+        versus_libcst = f"{wall / libcst_row[0]:10.2f}" if libcst_row else f"{'-':>10}"
+        versus_ruff = f"{wall / ruff_row[0]:8.2f}" if ruff_row else f"{'-':>8}"
+        cpu_versus_ruff = f"{cpu / ruff_row[1]:11.2f}" if ruff_row else f"{'-':>11}"
         print(
-            f"{label:28}{seconds:9.2f}{len(files) / seconds:9.0f}"
-            f"{seconds / rows[0][1]:10.2f}{versus_ruff}"
+            f"{label:28}{wall:9.2f}{len(files) / wall:9.0f}"
+            f"{versus_libcst}{versus_ruff}{cpu:9.2f}{cpu_versus_ruff}"
         )
     errors = [r for r in records if r["rule"] is None]
     crashed = [r for r in errors if "internal error" in r["message"]]
-    print(f"findings: {len(_findings(records))}; files LibCST cannot parse: {unparsable}")
+    print(f"findings: {len(_findings(records))}")
+    if unparsable is not None:
+        print(f"files LibCST cannot parse: {unparsable}")
     print(f"files reported as errors: {len(errors)}, of which crashed the analysis: {len(crashed)}")
     for record in crashed:
         print(f"  {record['path']}: {record['message']}")
+    if args.no_count:
+        return
     fixable = {r["path"] for r in records if r["rule"] is not None and r.get("fix")}
     libcst_parses = len(files) - parse_all(files, args.jobs, _parsed_by_libcst)
     print(f"files LibCST parsed: {libcst_parses}; files with a fixable finding: {len(fixable)}")

@@ -158,7 +158,11 @@ def _inputs(
     ignore: Sequence[str] | None,
     exclude: Sequence[str] | None,
     unsafe_fixes: bool | None,
+    *,
+    writes: bool,
 ) -> Inputs:
+    """What to process; `writes`: fixes will be written, so each task carries the real paths
+    they may be written under."""
     paths = list(paths or [])
     if paths == ["-"] or (not paths and stdin_filename is not None):
         stdin_path = Path(stdin_filename or "-")
@@ -179,7 +183,9 @@ def _inputs(
         _fail(str(exc))
     if not files and not unreachable:
         typer.echo(f"gradfix: warning: no Python files found under {', '.join(paths)}", err=True)
-    roots = write_roots(reachable)  # fixes are written only under the paths given
+    # Fixes are written only under the paths given. Nothing else needs those: a check sends
+    # none to its workers (one per path given, copied into every chunk of work).
+    roots = write_roots(reachable) if writes else None
     tasks = [FileTask(path, settings.rules_for(path), roots=roots) for path in files]
     return Inputs(settings, tasks, None, unreachable=unreachable)
 
@@ -251,7 +257,7 @@ def check(
 
     Exit status: 0 nothing found, 1 findings, 2 a usage or configuration error or a file
     that could not be processed (all other files are still checked)."""
-    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes)
+    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes, writes=False)
     inputs = _with_cache(inputs, no_cache)
     unsafe = inputs.settings.unsafe_fixes
     results = _results(inputs, Mode.CHECK, jobs)
@@ -297,7 +303,7 @@ def fix(
     Exit status: 0 nothing left to report, 1 findings left (or, with --diff, changes to make;
     with --exit-non-zero-on-fix, anything fixed), 2 an error (other files are still fixed).
     With `-`, the fixed source goes to standard output."""
-    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes)
+    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes, writes=not diff)
     inputs = _with_cache(inputs, no_cache)
     unsafe = inputs.settings.unsafe_fixes
     results = _results(inputs, Mode.DIFF if diff else Mode.FIX, jobs)

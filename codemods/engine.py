@@ -77,8 +77,8 @@ class FileTask:
     select: frozenset[str]  # rule codes to run on this file
     cache: ResultCache | None = None  # where results are looked up and recorded; None: nowhere
     # The real paths a fix may be written under: those of the paths given on the command line
-    # (`walk.write_roots`). None: the real path of the folder the file was found in, so that
-    # a symbolic link never leads a write out of it.
+    # (`walk.write_roots`; a check, which writes nothing, leaves them out). None: the real path
+    # of the folder the file was found in, so that a symbolic link never leads a write out of it.
     roots: tuple[Path, ...] | None = None
 
 
