@@ -435,6 +435,9 @@ def _judge(
         return None  # arithmetic under no_grad records no graph
     if accumulation.attached_keys:
         return _judge_record(analysis, accumulation)
+    newest = _judge_newest_differentiated(analysis, accumulation)
+    if newest is not None:
+        return newest
     operand = analysis.value_of(accumulation.operand)
     # Attached on one path, a Python number on another: neither `.item()` nor `.detach()` is
     # proven to apply, so this can only be reported.
@@ -513,6 +516,45 @@ def _judge(
     replacements: dict[ast.AST, Rewrite] = {atom: calling(method) for atom in atoms}
     tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
     return RuleFinding(statement, message, tier, replacements)
+
+
+def _judge_newest_differentiated(
+    analysis: FileAnalysis, accumulation: _Accumulation
+) -> RuleFinding | None:
+    """A history list whose newest entry is what the loop backpropagates (`losses.append(
+    total)` then `losses[-1].backward()` in the same loop): the backward proves each entry
+    attached, and every older entry keeps its graph. `.detach()` at the append would stop
+    that backward, so this is reported with the restructuring that fixes it."""
+    if not accumulation.stores_reference or accumulation.owner_class is not None:
+        return None
+    loops = analysis.enclosing_loops(accumulation.statement)
+    if not loops or analysis.value_of(accumulation.operand).grad is Grad.FREE:
+        return None
+    flow = follow_target(analysis, _container(accumulation.accumulator))
+    calls = flow.backward_calls
+    if not calls or Use.DIFFERENTIATED not in flow.uses:
+        return None
+    newest = flow.newest_element_calls
+    if any(call not in newest or not analysis.contains(loops[0], call) for call in calls):
+        return None  # the container itself is differentiated: a loss built from its entries
+    if _initial_value(analysis, accumulation) is None:
+        return None  # a fresh list each iteration keeps nothing
+    container = analysis.code_of(_container(accumulation.accumulator))
+    operand = analysis.code_of(accumulation.operand, limit=60)
+    call = calls[0]
+    keeps = any(keyword.arg in ("retain_graph", "create_graph") for keyword in call.keywords)
+    retained = " (every saved tensor too, as the graph is retained)" if keeps else ""
+    position = analysis.positions.get(call)
+    line = position.start.line if position is not None else call.lineno
+    message = (
+        f"`{container}` keeps every iteration's `{operand}`, and only its newest entry is "
+        f"backpropagated (`{analysis.code_of(call, limit=60)}`, line {line}): the older "
+        f"entries keep their autograd graphs alive{retained}, so memory grows with every "
+        "iteration. `.detach()` at the append would stop that backward: restructure the loop, "
+        "binding the value to a name, and move the backward (and the step) before the append, "
+        "then append its `.detach()`."
+    )
+    return RuleFinding(accumulation.statement, message, Tier.REPORT)
 
 
 def _judge_record(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding | None:
