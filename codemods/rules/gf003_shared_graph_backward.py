@@ -146,6 +146,9 @@ class _Site:
     inputs: ast.expr | None  # given: it runs only the paths to them
     retains: bool  # retain_graph or create_graph is given: it frees nothing
     statement: ast.stmt
+    # A call of the file's function that backpropagates what it is passed
+    # (`optimizer.backward(loss)` of a wrapper class): the backward call inside it.
+    relays: ast.Call | None = None
 
 
 class _Verdict(Enum):
@@ -235,8 +238,10 @@ class SharedGraphBackward(Rule):
         return calls >= 2 or (calls == 1 and bool(_LOOP_TEXT.search(text)))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        checker = _Checker(analysis, Provenance(analysis))
+        provenance = Provenance(analysis)
+        checker = _Checker(analysis, provenance)
         by_scope = _sites_by_scope(analysis)
+        relayed = _relayed_sites(analysis, provenance, by_scope)
         for sites in by_scope.values():
             for position, site in enumerate(sites):
                 if site.retains:
@@ -245,10 +250,12 @@ class SharedGraphBackward(Rule):
                     finding = checker.judge(site, sites[position + 1 :])
                 if finding is not None:
                     checker.reported.add(site.call)
-                    yield finding
+                    yield _through_wrappers(analysis, finding, relayed)
         for info in analysis.index.classes.values():
-            yield from checker.judge_methods(info, by_scope)
-        yield from checker.judge_calls(by_scope)
+            for finding in checker.judge_methods(info, by_scope):
+                yield _through_wrappers(analysis, finding, relayed)
+        for finding in checker.judge_calls(by_scope):
+            yield _through_wrappers(analysis, finding, relayed)
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -263,6 +270,81 @@ def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
     for scope_sites in sites.values():
         scope_sites.sort(key=lambda site: analysis.index.start[site.call])
     return sites
+
+
+def _relayed_sites(
+    analysis: FileAnalysis, provenance: Provenance, by_scope: dict[ScopeNode, list[_Site]]
+) -> dict[ast.Call, _Site]:
+    """Adds to `by_scope` a site for each call of a function of the file whose backward
+    differentiates exactly what the call passes (`optimizer.backward(loss)` of a wrapper whose
+    `backward(self, loss)` runs `loss.backward()`): in the caller, that call is a backward of
+    the argument. Returns them by call."""
+    wrappers: dict[str, list[_Site]] = {}
+    for scope, sites in by_scope.items():
+        if isinstance(scope, _FUNCTIONS):
+            parameters = {arg.arg for arg in analysis.passed_parameters(scope)}
+            for site in sites:
+                if site.inputs is None and all(
+                    isinstance(root, ast.Name) and root.id in parameters for root in site.roots
+                ):
+                    wrappers.setdefault(scope.name, []).append(site)
+    relayed: dict[ast.Call, _Site] = {}
+    for name, inner_sites in wrappers.items():
+        for call in analysis.index.calls_by_name.get(name, []):
+            statement = analysis.statement_of(call)
+            if not isinstance(statement, ast.stmt):
+                continue
+            function = provenance.function_run_by(call)
+            for inner in inner_sites:
+                if function is not analysis.scope_of(inner.call):
+                    continue
+                roots = _passed_roots(provenance, call, inner)
+                if roots is not None:
+                    site = _Site(
+                        call, "backward", roots, None, inner.retains, statement, relays=inner.call
+                    )
+                    relayed[call] = site
+                    by_scope.setdefault(analysis.scope_of(call), []).append(site)
+    for scope_sites in by_scope.values():
+        scope_sites.sort(key=lambda site: analysis.index.start[site.call])
+    return relayed
+
+
+def _passed_roots(provenance: Provenance, call: ast.Call, inner: _Site) -> list[ast.expr] | None:
+    """The arguments of `call` that are, unchanged, what `inner` (a backward in the function
+    `call` runs) differentiates; None unless every root of `inner` is one."""
+    arguments = _argument_values(call)
+    roots = []
+    for root in inner.roots:
+        origin = provenance.of_in_call(root, call)
+        passed = [arg for arg in arguments if origin is not None and provenance.of(arg) is origin]
+        if not passed or not _may_be_tensor(provenance.analysis, passed[0]):
+            return None
+        roots.append(passed[0])
+    return roots
+
+
+def _through_wrappers(
+    analysis: FileAnalysis, finding: RuleFinding, relayed: dict[ast.Call, _Site]
+) -> RuleFinding:
+    """A fix that would pass `retain_graph` to a call of a wrapper function: the wrapper takes
+    no such argument, so the finding is reported with where the argument belongs."""
+    wrapped = [node for node in finding.replacements if node in relayed]
+    if not wrapped:
+        return finding
+    call = wrapped[0]
+    inner = relayed[call].relays
+    position = analysis.positions.get(inner) if inner is not None else None
+    where = f" (line {position.start.line})" if position is not None else ""
+    cut = finding.message.find(". Pass ")
+    problem = finding.message[: cut + 1] if cut >= 0 else finding.message
+    message = (
+        f"{problem} `{analysis.code_of(call, limit=60)}` runs its backward inside a function "
+        f"of this file{where}, which takes no `retain_graph`, so gradfix cannot retain the "
+        "graph for this call alone. Restructure: backpropagate the losses once, as a sum, or "
+        "give that function a `retain_graph` argument to pass here."
+    )
+    return RuleFinding(finding.node, message, Tier.REPORT)
 
 
 def _site(analysis: FileAnalysis, call: ast.Call) -> _Site | None:
@@ -413,11 +495,13 @@ class _Checker:
         extra loss on the features it is given): rewritten like two calls of one body."""
         reported = self.reported
         names = {scope.name for scope in by_scope if isinstance(scope, _FUNCTIONS)}
+        relayed = {site.call for sites in by_scope.values() for site in sites if site.relays}
         for scope, partners in by_scope.items():
             callees = [
                 site for other, sites in by_scope.items() if other is not scope for site in sites
             ]
-            calls = self._calls_into(scope, names)
+            # a wrapper's call is a backward site of the caller already
+            calls = [call for call in self._calls_into(scope, names) if call not in relayed]
             last = self.analysis.index.start[partners[-1].call]
             for call in calls:
                 if self.analysis.index.start[call] >= last:
@@ -544,6 +628,13 @@ class _Checker:
             if not saving:
                 continue
             name = self._function_name(self.analysis.scope_of(site.call))
+            repeated = _whole_loss(partner) and _repeats(roots, self._roots(partner))  # type: ignore[arg-type]
+            if repeated:
+                where = (
+                    f" in {name}() (line {self._line(site.call)}, run by {self._label(call)}, "
+                    f"line {self._line(call)})"
+                )
+                return self._repeat_finding(site, partner, where)
             message = (
                 f"{self._label(site.call)} in {name}() (run by {self._label(call)}, line "
                 f"{self._line(call)}) frees the saved tensors of "
@@ -1089,7 +1180,24 @@ class _Checker:
         )
 
     # -- findings ---------------------------------------------------------------------------
+    def _repeat_finding(self, site: _Site, partner: _Site, where: str = "") -> RuleFinding:
+        """The second backward differentiates the first one's loss again (the same value, or
+        a sum still holding it): retaining would count that loss's gradients twice."""
+        roots = ", ".join(f"`{self._code(root)}`" for root in site.roots)
+        where = where or f" (line {self._line(site.call)})"
+        message = (
+            f"{self._label(partner.call)} backpropagates {roots} again: "
+            f"{self._label(site.call)}{where} already did, and "
+            f"freed its graph, so it raises {_TWICE_ERROR}. `retain_graph=True` would only "
+            "add that loss's gradients twice. Restructure so that each loss is backpropagated "
+            "once: remove the repeated backward, or build the second loss without the first."
+        )
+        return RuleFinding(partner.call, message, Tier.REPORT)
+
     def _pair_finding(self, site: _Site, partner: _Site, sharing: _Sharing) -> RuleFinding:
+        whole = _whole_loss(site) and _whole_loss(partner)
+        if whole and _repeats(self._roots(site), self._roots(partner)):
+            return self._repeat_finding(site, partner)
         call, other = self._label(site.call), self._label(partner.call)
         shared = self._describe(sharing.nodes[0])
         line = self._line(partner.call)
@@ -1376,6 +1484,23 @@ def _names_one_module(func: ast.expr) -> bool:
 
 
 # -- sharing helpers ---------------------------------------------------------------------------
+def _whole_loss(site: _Site) -> bool:
+    """A backward of a loss into everything it reaches (no `inputs`, no gradient given):
+    doing it twice adds the same gradients twice. Two `autograd.grad` calls, or backward
+    calls with different gradients (Jacobian rows), differentiate the same output on purpose."""
+    if site.relays is not None:
+        return True
+    return site.form == "backward" and site.inputs is None and not _has_arguments(site.call)
+
+
+def _repeats(first: list[Origin], second: list[Origin]) -> bool:
+    """Whether `second` certainly goes through every node `first` certainly goes through:
+    the second backward differentiates the first loss again (the same value, or a sum that
+    still holds it)."""
+    nodes = _graph(first, True)
+    return bool(nodes) and nodes <= _graph(second, True)
+
+
 def _graph(roots: list[Origin], certain_only: bool) -> set[Origin]:
     nodes: set[Origin] = set()
     for root in roots:
