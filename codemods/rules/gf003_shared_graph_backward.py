@@ -17,7 +17,14 @@ two backward passes that may update parameters in place (`training.may_update_pa
 optimizer's `step()` or `first_step()`, a function of the file that writes tensors in place):
 retaining the graph there turns the error into the in-place error (pytorch/pytorch#39141); the
 second loss must be recomputed after the update, or the step moved after the last backward.
-Earlier calls with `retain_graph` or `create_graph` already given are left alone. An unsure
+Earlier calls with `retain_graph` or `create_graph` already given are left alone, unless a
+parameter update follows before the second backward: that is reported at the update, the
+statement to move. A second backward of the whole first loss (the same value, or a sum still
+holding it, as when a helper backpropagates the loss it returns and the caller does again) is
+reported at the repeat: retaining would add that loss's gradients twice. A call of a function
+of the file whose backward differentiates exactly what it is passed (`optimizer.backward(
+loss)` of a wrapper class, `backward_step(loss)`) counts as a backward of that argument where
+it is called; a fix there is reported, as the wrapper takes no `retain_graph`. An unsure
 pair whose second root is a total the first root's name still holds (`loss += loss_t` after
 `loss.backward()` with no rebinding of `loss` between) is reported at that augmented assignment,
 with the advice to reset the total.
@@ -471,19 +478,21 @@ class _Checker:
             sharing = self._shared(site, partner)
             if sharing.verdict is not _Verdict.SAVES:
                 continue
+            # Reported at the update: the retained backward is as the user meant it, the
+            # step between is what breaks it (and what "move the step" edits).
             message = (
-                f"{self._label(site.call)} retains the graph of "
-                f"{self._describe(sharing.nodes[0])}, then `{self._code(update)}` (line "
-                f"{self._line(update)}) updates parameters in place, and "
-                f"{self._label(partner.call)} (line {self._line(partner.call)}) backpropagates "
-                "through the retained graph again: if the step changed a weight that graph "
-                "saved, it raises 'one of the variables needed for gradient computation has "
-                "been modified by an inplace operation' (pytorch/pytorch#39141). Recompute "
-                "what the second loss needs after the step (in a GAN: the generator's loss "
-                "from a fresh `D(fake)`, the discriminator's loss from `D(fake.detach())`), "
-                "or move the step after the last backward."
+                f"`{self._code(update)}` updates parameters in place after "
+                f"{self._label(site.call)} (line {self._line(site.call)}) retained the graph of "
+                f"{self._describe(sharing.nodes[0])}, and {self._label(partner.call)} (line "
+                f"{self._line(partner.call)}) backpropagates through that retained graph "
+                "again: if the step changed a weight that graph saved, it raises 'one of the "
+                "variables needed for gradient computation has been modified by an inplace "
+                "operation' (pytorch/pytorch#39141). Move the step after the last backward, "
+                "or recompute what the second loss needs after the step (in a GAN: the "
+                "generator's loss from a fresh `D(fake)`, the discriminator's loss from "
+                "`D(fake.detach())`)."
             )
-            return RuleFinding(site.call, message, Tier.REPORT)
+            return RuleFinding(update, message, Tier.REPORT)
         return None
 
     def judge_calls(self, by_scope: dict[ScopeNode, list[_Site]]) -> Iterator[RuleFinding]:
