@@ -36,7 +36,9 @@ output["loss"].detach()}`: safe when the name is rebound each iteration before t
 only its entries are read after it (the list keeps a copy, not the dict), unsafe when the file
 uses dict subclasses (the copy is a plain dict). A value attached on some paths and a Python
 number on others (`adv = 0.0` then a loss under an `if`) is reported: neither rewrite applies
-to both.
+to both. A history list whose newest entry the loop itself backpropagates (`losses.append(
+total)`, `losses[-1].backward()`) is reported: every older entry keeps its graph, and
+`.detach()` at the append would stop that backward.
 """
 
 from __future__ import annotations
@@ -109,7 +111,10 @@ class AccumulatedLoss(Rule):
         "(`outputs.append(output)`) is appended as a copy with its loss entries detached; "
         "`running.add_(loss)` is a running total like `+=`. A value that is a loss on some "
         "paths and a Python number on others is reported: detach it where it becomes a "
-        "tensor.\n\n"
+        "tensor. A history list whose newest entry the loop backpropagates "
+        "(`losses.append(total)`, then `losses[-1].backward()`) is reported: detaching at the "
+        "append would stop that backward, so move the backward before the append and append "
+        "`total.detach()`.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
         "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
         "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
