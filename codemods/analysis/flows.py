@@ -53,6 +53,9 @@ class Flow:
 
     uses: set[Use] = field(default_factory=set)
     backward_calls: list[ast.Call] = field(default_factory=list)
+    # Backward calls reached only through the newest element (`losses[-1].backward()`): they
+    # differentiate one entry, not what the container keeps.
+    newest_element_calls: list[ast.Call] = field(default_factory=list)
 
 
 def follow_target(analysis: FileAnalysis, target: ast.expr | ast.arg) -> Flow:
@@ -63,11 +66,14 @@ def follow_target(analysis: FileAnalysis, target: ast.expr | ast.arg) -> Flow:
     key = (name, analysis.scope_of(target)) if name is not None else None
     known = analysis.variable_flows.get(key) if key is not None else None
     if known is not None:
-        return Flow(set(known.uses), list(known.backward_calls))
+        return Flow(set(known.uses), list(known.backward_calls), list(known.newest_element_calls))
     follower = _Follower(analysis)
-    flow = Flow(follower.of_target(target, depth=0), follower.backward_calls)
+    uses = follower.of_target(target, depth=0)
+    flow = Flow(uses, follower.backward_calls, follower.newest_element_calls)
     if key is not None:
-        analysis.variable_flows[key] = Flow(set(flow.uses), list(flow.backward_calls))
+        analysis.variable_flows[key] = Flow(
+            set(flow.uses), list(flow.backward_calls), list(flow.newest_element_calls)
+        )
     return flow
 
 
@@ -109,6 +115,7 @@ class _Follower:
         self.analysis = analysis
         self._followed: set[object] = set()  # names and attributes already followed
         self.backward_calls: list[ast.Call] = []
+        self.newest_element_calls: list[ast.Call] = []
         # scope -> names it declares `global`/`nonlocal`, gathered when first needed
         self._declarations: dict[ScopeNode, set[str]] | None = None
 
@@ -196,7 +203,13 @@ class _Follower:
                 return {Use.UNKNOWN_CONSUMER}  # `{**d}`
             return self.of_expression(parent, depth + 2)
         if isinstance(parent, ast.Subscript):
-            return self.of_expression(parent, depth + 1) if parent.value is node else set()
+            if parent.value is not node:
+                return set()
+            before = len(self.backward_calls)
+            uses = self.of_expression(parent, depth + 1)
+            if _is_newest_index(parent.slice):
+                self.newest_element_calls.extend(self.backward_calls[before:])
+            return uses
         if isinstance(parent, _NO_FLOW):
             return set()
         if isinstance(parent, ast.AnnAssign) and parent.annotation is node:
@@ -411,6 +424,16 @@ class _Follower:
                 ):
                     uses |= self.of_expression(occurrence, depth + 1)
         return uses
+
+
+def _is_newest_index(index: ast.expr) -> bool:
+    """`[-1]`: the element appended last."""
+    return (
+        isinstance(index, ast.UnaryOp)
+        and isinstance(index.op, ast.USub)
+        and isinstance(index.operand, ast.Constant)
+        and index.operand.value == 1
+    )
 
 
 def _unstarred(node: ast.expr) -> ast.expr:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -196,6 +197,14 @@ class Provenance:
         if inner is None or inner.scope is not self.analysis.scope_of(expression):
             return None
         return self._expression(expression, inner)
+
+    def function_run_by(self, call: ast.Call) -> ScopeNode | None:
+        """The file's function that `call` runs (a method of an object's class, a helper, an
+        instance's `__call__`), when provenance follows the call into it."""
+        frame = self._frame(self.analysis.scope_of(call))
+        self._expression(call, frame)
+        inner = frame.children.get(call)
+        return inner.scope if inner is not None else None
 
     def attribute_at_exit(self, method: _Function, key: str) -> Origin | None:
         """The provenance of `self.<attribute>` (`key`) as `method` leaves it, evaluated in
@@ -1330,11 +1339,54 @@ def walk(
         if stop is None or not stop(current):
             for child in current.inputs:
                 stack.append((child, certain and _certain_edge(current)))
+            if certain and current.kind is OriginKind.CHOICE:
+                base = _base_alternative(current)
+                if base is not None:
+                    stack.append((base, True))
 
 
 def reachable_graph_nodes(origin: Origin, certain_only: bool = False) -> set[Origin]:
     """The autograd nodes (attached OP / FORWARD / LOSS origins) in `origin`'s graph."""
     return {node for node, _ in walk(origin, certain_only) if node.is_graph_node}
+
+
+# How far `_base_alternative` looks into each alternative: a conditional rebinding
+# (`if ignore_grad: loss = loss * 0`) builds on the previous value within a few operations.
+_BASE_SEARCH_LIMIT = 32
+_BASES: weakref.WeakKeyDictionary[Origin, Origin | None] = weakref.WeakKeyDictionary()
+
+
+def _base_alternative(choice: Origin) -> Origin | None:
+    """The alternative of `choice` that every other alternative is certainly made from: the
+    value before a conditional rebinding that builds on it (`loss` in `if scale: loss =
+    loss * s`). Whichever branch ran, the value holds it, so it is certainly part of it."""
+    if choice in _BASES:
+        return _BASES[choice]
+    found = choice.inputs[0] if len(choice.inputs) == 1 else None  # one branch could run
+    for candidate in choice.inputs if found is None else ():
+        others = [other for other in choice.inputs if other is not candidate]
+        if others and all(_certainly_made_from(other, candidate) for other in others):
+            found = candidate
+            break
+    _BASES[choice] = found
+    return found
+
+
+def _certainly_made_from(origin: Origin, base: Origin) -> bool:
+    """Whether `base` is reached from `origin` through certain edges, within a few steps."""
+    seen = {origin}
+    frontier = [origin]
+    while frontier and len(seen) <= _BASE_SEARCH_LIMIT:
+        current = frontier.pop()
+        if current is base:
+            return True
+        if not _certain_edge(current):
+            continue
+        for child in current.inputs:
+            if child not in seen:
+                seen.add(child)
+                frontier.append(child)
+    return False
 
 
 def _certain_edge(origin: Origin) -> bool:

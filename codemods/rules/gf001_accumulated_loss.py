@@ -36,7 +36,9 @@ output["loss"].detach()}`: safe when the name is rebound each iteration before t
 only its entries are read after it (the list keeps a copy, not the dict), unsafe when the file
 uses dict subclasses (the copy is a plain dict). A value attached on some paths and a Python
 number on others (`adv = 0.0` then a loss under an `if`) is reported: neither rewrite applies
-to both.
+to both. A history list whose newest entry the loop itself backpropagates (`losses.append(
+total)`, `losses[-1].backward()`) is reported: every older entry keeps its graph, and
+`.detach()` at the append would stop that backward.
 """
 
 from __future__ import annotations
@@ -114,7 +116,10 @@ class AccumulatedLoss(Rule):
         "(`outputs.append(output)`) is appended as a copy with its loss entries detached; "
         "`running.add_(loss)` is a running total like `+=`. A value that is a loss on some "
         "paths and a Python number on others is reported: detach it where it becomes a "
-        "tensor.\n\n"
+        "tensor. A history list whose newest entry the loop backpropagates "
+        "(`losses.append(total)`, then `losses[-1].backward()`) is reported: detaching at the "
+        "append would stop that backward, so move the backward before the append and append "
+        "`total.detach()`.\n\n"
         "Left alone: totals that reach `backward()` (gradient accumulation, "
         "`torch.stack(losses).mean().backward()`), loss terms summed in a `forward` (a model's "
         "or a criterion's) or by a loop with no backward or optimizer step that hands the sum "
@@ -432,6 +437,9 @@ def _judge(
         return None  # arithmetic under no_grad records no graph
     if accumulation.attached_keys:
         return _judge_record(analysis, accumulation)
+    newest = _judge_newest_differentiated(analysis, accumulation)
+    if newest is not None:
+        return newest
     operand = analysis.value_of(accumulation.operand)
     # Attached on one path, a Python number on another: neither `.item()` nor `.detach()` is
     # proven to apply, so this can only be reported.
@@ -510,6 +518,45 @@ def _judge(
     replacements: dict[ast.AST, Rewrite] = {atom: calling(method) for atom in atoms}
     tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
     return RuleFinding(statement, message, tier, replacements)
+
+
+def _judge_newest_differentiated(
+    analysis: FileAnalysis, accumulation: _Accumulation
+) -> RuleFinding | None:
+    """A history list whose newest entry is what the loop backpropagates (`losses.append(
+    total)` then `losses[-1].backward()` in the same loop): the backward proves each entry
+    attached, and every older entry keeps its graph. `.detach()` at the append would stop
+    that backward, so this is reported with the restructuring that fixes it."""
+    if not accumulation.stores_reference or accumulation.owner_class is not None:
+        return None
+    loops = analysis.enclosing_loops(accumulation.statement)
+    if not loops or analysis.value_of(accumulation.operand).grad is Grad.FREE:
+        return None
+    flow = follow_target(analysis, _container(accumulation.accumulator))
+    calls = flow.backward_calls
+    if not calls or Use.DIFFERENTIATED not in flow.uses:
+        return None
+    newest = flow.newest_element_calls
+    if any(call not in newest or not analysis.contains(loops[0], call) for call in calls):
+        return None  # the container itself is differentiated: a loss built from its entries
+    if _initial_value(analysis, accumulation) is None:
+        return None  # a fresh list each iteration keeps nothing
+    container = analysis.code_of(_container(accumulation.accumulator))
+    operand = analysis.code_of(accumulation.operand, limit=60)
+    call = calls[0]
+    keeps = any(keyword.arg in ("retain_graph", "create_graph") for keyword in call.keywords)
+    retained = " (every saved tensor too, as the graph is retained)" if keeps else ""
+    position = analysis.positions.get(call)
+    line = position.start.line if position is not None else call.lineno
+    message = (
+        f"`{container}` keeps every iteration's `{operand}`, and only its newest entry is "
+        f"backpropagated (`{analysis.code_of(call, limit=60)}`, line {line}): the older "
+        f"entries keep their autograd graphs alive{retained}, so memory grows with every "
+        "iteration. `.detach()` at the append would stop that backward: restructure the loop, "
+        "binding the value to a name, and move the backward (and the step) before the append, "
+        "then append its `.detach()`."
+    )
+    return RuleFinding(accumulation.statement, message, Tier.REPORT)
 
 
 def _judge_record(analysis: FileAnalysis, accumulation: _Accumulation) -> RuleFinding | None:

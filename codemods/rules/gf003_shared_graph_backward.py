@@ -17,7 +17,14 @@ two backward passes that may update parameters in place (`training.may_update_pa
 optimizer's `step()` or `first_step()`, a function of the file that writes tensors in place):
 retaining the graph there turns the error into the in-place error (pytorch/pytorch#39141); the
 second loss must be recomputed after the update, or the step moved after the last backward.
-Earlier calls with `retain_graph` or `create_graph` already given are left alone. An unsure
+Earlier calls with `retain_graph` or `create_graph` already given are left alone, unless a
+parameter update follows before the second backward: that is reported at the update, the
+statement to move. A second backward of the whole first loss (the same value, or a sum still
+holding it, as when a helper backpropagates the loss it returns and the caller does again) is
+reported at the repeat: retaining would add that loss's gradients twice. A call of a function
+of the file whose backward differentiates exactly what it is passed (`optimizer.backward(
+loss)` of a wrapper class, `backward_step(loss)`) counts as a backward of that argument where
+it is called; a fix there is reported, as the wrapper takes no `retain_graph`. An unsure
 pair whose second root is a total the first root's name still holds (`loss += loss_t` after
 `loss.backward()` with no rebinding of `loss` between) is reported at that augmented assignment,
 with the advice to reset the total.
@@ -146,6 +153,9 @@ class _Site:
     inputs: ast.expr | None  # given: it runs only the paths to them
     retains: bool  # retain_graph or create_graph is given: it frees nothing
     statement: ast.stmt
+    # A call of the file's function that backpropagates what it is passed
+    # (`optimizer.backward(loss)` of a wrapper class): the backward call inside it.
+    relays: ast.Call | None = None
 
 
 class _Verdict(Enum):
@@ -212,7 +222,12 @@ class SharedGraphBackward(Rule):
         "call it cannot follow). When such a part reaches the second loss through a total "
         "the first one left (`loss += loss_t` after `loss.backward()`, with no `loss = 0` "
         "between, as in a SAM step's second pass), the report is at that `+=`: reset the "
-        "total before it. Left alone: separate forwards, shared parts made only of ops "
+        "total before it. Also reported: a backward hidden in a function of the file "
+        "(`optimizer.backward(loss)` of a wrapper class) followed by another over the same "
+        "graph, as the wrapper takes no `retain_graph`; and a second backward of the same "
+        "loss (a helper backpropagates the loss it returns, and the caller does again): "
+        "remove the repeat, as retaining would add its gradients twice. Left alone: "
+        "separate forwards, shared parts made only of ops "
         "that save nothing (add, sum, mean, views, cat, clone), calls that already pass "
         "`retain_graph` or `create_graph=True`, and calls the code expects to fail "
         "(`assertRaises`, `pytest.raises`, `try`)."
@@ -235,8 +250,10 @@ class SharedGraphBackward(Rule):
         return calls >= 2 or (calls == 1 and bool(_LOOP_TEXT.search(text)))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        checker = _Checker(analysis, Provenance(analysis))
+        provenance = Provenance(analysis)
+        checker = _Checker(analysis, provenance)
         by_scope = _sites_by_scope(analysis)
+        relayed = _relayed_sites(analysis, provenance, by_scope)
         for sites in by_scope.values():
             for position, site in enumerate(sites):
                 if site.retains:
@@ -245,10 +262,12 @@ class SharedGraphBackward(Rule):
                     finding = checker.judge(site, sites[position + 1 :])
                 if finding is not None:
                     checker.reported.add(site.call)
-                    yield finding
+                    yield _through_wrappers(analysis, finding, relayed)
         for info in analysis.index.classes.values():
-            yield from checker.judge_methods(info, by_scope)
-        yield from checker.judge_calls(by_scope)
+            for finding in checker.judge_methods(info, by_scope):
+                yield _through_wrappers(analysis, finding, relayed)
+        for finding in checker.judge_calls(by_scope):
+            yield _through_wrappers(analysis, finding, relayed)
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -263,6 +282,81 @@ def _sites_by_scope(analysis: FileAnalysis) -> dict[ScopeNode, list[_Site]]:
     for scope_sites in sites.values():
         scope_sites.sort(key=lambda site: analysis.index.start[site.call])
     return sites
+
+
+def _relayed_sites(
+    analysis: FileAnalysis, provenance: Provenance, by_scope: dict[ScopeNode, list[_Site]]
+) -> dict[ast.Call, _Site]:
+    """Adds to `by_scope` a site for each call of a function of the file whose backward
+    differentiates exactly what the call passes (`optimizer.backward(loss)` of a wrapper whose
+    `backward(self, loss)` runs `loss.backward()`): in the caller, that call is a backward of
+    the argument. Returns them by call."""
+    wrappers: dict[str, list[_Site]] = {}
+    for scope, sites in by_scope.items():
+        if isinstance(scope, _FUNCTIONS):
+            parameters = {arg.arg for arg in analysis.passed_parameters(scope)}
+            for site in sites:
+                if site.inputs is None and all(
+                    isinstance(root, ast.Name) and root.id in parameters for root in site.roots
+                ):
+                    wrappers.setdefault(scope.name, []).append(site)
+    relayed: dict[ast.Call, _Site] = {}
+    for name, inner_sites in wrappers.items():
+        for call in analysis.index.calls_by_name.get(name, []):
+            statement = analysis.statement_of(call)
+            if not isinstance(statement, ast.stmt):
+                continue
+            function = provenance.function_run_by(call)
+            for inner in inner_sites:
+                if function is not analysis.scope_of(inner.call):
+                    continue
+                roots = _passed_roots(provenance, call, inner)
+                if roots is not None:
+                    site = _Site(
+                        call, "backward", roots, None, inner.retains, statement, relays=inner.call
+                    )
+                    relayed[call] = site
+                    by_scope.setdefault(analysis.scope_of(call), []).append(site)
+    for scope_sites in by_scope.values():
+        scope_sites.sort(key=lambda site: analysis.index.start[site.call])
+    return relayed
+
+
+def _passed_roots(provenance: Provenance, call: ast.Call, inner: _Site) -> list[ast.expr] | None:
+    """The arguments of `call` that are, unchanged, what `inner` (a backward in the function
+    `call` runs) differentiates; None unless every root of `inner` is one."""
+    arguments = _argument_values(call)
+    roots = []
+    for root in inner.roots:
+        origin = provenance.of_in_call(root, call)
+        passed = [arg for arg in arguments if origin is not None and provenance.of(arg) is origin]
+        if not passed or not _may_be_tensor(provenance.analysis, passed[0]):
+            return None
+        roots.append(passed[0])
+    return roots
+
+
+def _through_wrappers(
+    analysis: FileAnalysis, finding: RuleFinding, relayed: dict[ast.Call, _Site]
+) -> RuleFinding:
+    """A fix that would pass `retain_graph` to a call of a wrapper function: the wrapper takes
+    no such argument, so the finding is reported with where the argument belongs."""
+    wrapped = [node for node in finding.replacements if node in relayed]
+    if not wrapped:
+        return finding
+    call = wrapped[0]
+    inner = relayed[call].relays
+    position = analysis.positions.get(inner) if inner is not None else None
+    where = f" (line {position.start.line})" if position is not None else ""
+    cut = finding.message.find(". Pass ")
+    problem = finding.message[: cut + 1] if cut >= 0 else finding.message
+    message = (
+        f"{problem} `{analysis.code_of(call, limit=60)}` runs its backward inside a function "
+        f"of this file{where}, which takes no `retain_graph`, so gradfix cannot retain the "
+        "graph for this call alone. Restructure: backpropagate the losses once, as a sum, or "
+        "give that function a `retain_graph` argument to pass here."
+    )
+    return RuleFinding(finding.node, message, Tier.REPORT)
 
 
 def _site(analysis: FileAnalysis, call: ast.Call) -> _Site | None:
@@ -389,19 +483,21 @@ class _Checker:
             sharing = self._shared(site, partner)
             if sharing.verdict is not _Verdict.SAVES:
                 continue
+            # Reported at the update: the retained backward is as the user meant it, the
+            # step between is what breaks it (and what "move the step" edits).
             message = (
-                f"{self._label(site.call)} retains the graph of "
-                f"{self._describe(sharing.nodes[0])}, then `{self._code(update)}` (line "
-                f"{self._line(update)}) updates parameters in place, and "
-                f"{self._label(partner.call)} (line {self._line(partner.call)}) backpropagates "
-                "through the retained graph again: if the step changed a weight that graph "
-                "saved, it raises 'one of the variables needed for gradient computation has "
-                "been modified by an inplace operation' (pytorch/pytorch#39141). Recompute "
-                "what the second loss needs after the step (in a GAN: the generator's loss "
-                "from a fresh `D(fake)`, the discriminator's loss from `D(fake.detach())`), "
-                "or move the step after the last backward."
+                f"`{self._code(update)}` updates parameters in place after "
+                f"{self._label(site.call)} (line {self._line(site.call)}) retained the graph of "
+                f"{self._describe(sharing.nodes[0])}, and {self._label(partner.call)} (line "
+                f"{self._line(partner.call)}) backpropagates through that retained graph "
+                "again: if the step changed a weight that graph saved, it raises 'one of the "
+                "variables needed for gradient computation has been modified by an inplace "
+                "operation' (pytorch/pytorch#39141). Move the step after the last backward, "
+                "or recompute what the second loss needs after the step (in a GAN: the "
+                "generator's loss from a fresh `D(fake)`, the discriminator's loss from "
+                "`D(fake.detach())`)."
             )
-            return RuleFinding(site.call, message, Tier.REPORT)
+            return RuleFinding(update, message, Tier.REPORT)
         return None
 
     def judge_calls(self, by_scope: dict[ScopeNode, list[_Site]]) -> Iterator[RuleFinding]:
@@ -413,11 +509,13 @@ class _Checker:
         extra loss on the features it is given): rewritten like two calls of one body."""
         reported = self.reported
         names = {scope.name for scope in by_scope if isinstance(scope, _FUNCTIONS)}
+        relayed = {site.call for sites in by_scope.values() for site in sites if site.relays}
         for scope, partners in by_scope.items():
             callees = [
                 site for other, sites in by_scope.items() if other is not scope for site in sites
             ]
-            calls = self._calls_into(scope, names)
+            # a wrapper's call is a backward site of the caller already
+            calls = [call for call in self._calls_into(scope, names) if call not in relayed]
             last = self.analysis.index.start[partners[-1].call]
             for call in calls:
                 if self.analysis.index.start[call] >= last:
@@ -544,6 +642,13 @@ class _Checker:
             if not saving:
                 continue
             name = self._function_name(self.analysis.scope_of(site.call))
+            repeated = _whole_loss(partner) and _repeats(roots, self._roots(partner))  # type: ignore[arg-type]
+            if repeated:
+                where = (
+                    f" in {name}() (line {self._line(site.call)}, run by {self._label(call)}, "
+                    f"line {self._line(call)})"
+                )
+                return self._repeat_finding(site, partner, where)
             message = (
                 f"{self._label(site.call)} in {name}() (run by {self._label(call)}, line "
                 f"{self._line(call)}) frees the saved tensors of "
@@ -1089,7 +1194,24 @@ class _Checker:
         )
 
     # -- findings ---------------------------------------------------------------------------
+    def _repeat_finding(self, site: _Site, partner: _Site, where: str = "") -> RuleFinding:
+        """The second backward differentiates the first one's loss again (the same value, or
+        a sum still holding it): retaining would count that loss's gradients twice."""
+        roots = ", ".join(f"`{self._code(root)}`" for root in site.roots)
+        where = where or f" (line {self._line(site.call)})"
+        message = (
+            f"{self._label(partner.call)} backpropagates {roots} again: "
+            f"{self._label(site.call)}{where} already did, and "
+            f"freed its graph, so it raises {_TWICE_ERROR}. `retain_graph=True` would only "
+            "add that loss's gradients twice. Restructure so that each loss is backpropagated "
+            "once: remove the repeated backward, or build the second loss without the first."
+        )
+        return RuleFinding(partner.call, message, Tier.REPORT)
+
     def _pair_finding(self, site: _Site, partner: _Site, sharing: _Sharing) -> RuleFinding:
+        whole = _whole_loss(site) and _whole_loss(partner)
+        if whole and _repeats(self._roots(site), self._roots(partner)):
+            return self._repeat_finding(site, partner)
         call, other = self._label(site.call), self._label(partner.call)
         shared = self._describe(sharing.nodes[0])
         line = self._line(partner.call)
@@ -1376,6 +1498,23 @@ def _names_one_module(func: ast.expr) -> bool:
 
 
 # -- sharing helpers ---------------------------------------------------------------------------
+def _whole_loss(site: _Site) -> bool:
+    """A backward of a loss into everything it reaches (no `inputs`, no gradient given):
+    doing it twice adds the same gradients twice. Two `autograd.grad` calls, or backward
+    calls with different gradients (Jacobian rows), differentiate the same output on purpose."""
+    if site.relays is not None:
+        return True
+    return site.form == "backward" and site.inputs is None and not _has_arguments(site.call)
+
+
+def _repeats(first: list[Origin], second: list[Origin]) -> bool:
+    """Whether `second` certainly goes through every node `first` certainly goes through:
+    the second backward differentiates the first loss again (the same value, or a sum that
+    still holds it)."""
+    nodes = _graph(first, True)
+    return bool(nodes) and nodes <= _graph(second, True)
+
+
 def _graph(roots: list[Origin], certain_only: bool) -> set[Origin]:
     nodes: set[Origin] = set()
     for root in roots:
