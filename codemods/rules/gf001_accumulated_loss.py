@@ -532,6 +532,8 @@ def _judge_newest_differentiated(
     loops = analysis.enclosing_loops(accumulation.statement)
     if not loops or analysis.value_of(accumulation.operand).grad is Grad.FREE:
         return None
+    if not analysis.loop_reaches_step(loops[0]):
+        return None  # no backward in the loop, so none on its newest entry: no flow to follow
     flow = follow_target(analysis, _container(accumulation.accumulator))
     calls = flow.backward_calls
     if not calls or Use.DIFFERENTIATED not in flow.uses:
