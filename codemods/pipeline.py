@@ -205,9 +205,7 @@ def overlaps(new: RuleFinding, taken: list[RuleFinding], analysis: FileAnalysis)
     )
 
 
-def nodes_overlap(
-    new: Iterable[ast.AST], taken: Iterable[ast.AST], analysis: FileAnalysis
-) -> bool:
+def nodes_overlap(new: Iterable[ast.AST], taken: Iterable[ast.AST], analysis: FileAnalysis) -> bool:
     """Whether any node of `new` shares source text with any node of `taken`."""
     positions = analysis.positions
     taken_spans = [positions[other] for other in taken]

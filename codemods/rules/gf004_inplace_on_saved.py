@@ -1097,9 +1097,8 @@ class _Checker:
         """A method's write into an attribute of `self`: the callers that saved it let the
         op save a copy (`torch.einsum("nc,ck->nk", [q, self.queue.clone()])`), which every
         later read of the attribute still sees updated."""
-        if (
-            not self._clonable(alias)
-            or any(saver.argument is None or saver.within is not None for saver in savers)
+        if not self._clonable(alias) or any(
+            saver.argument is None or saver.within is not None for saver in savers
         ):
             return _Fix(
                 Tier.REPORT,
