@@ -540,6 +540,11 @@ class _CarryVerdict:
     proven: bool = True  # False: gradfix could not prove the carried value holds a graph
     retained: bool = False  # its backward retains the graph: the next one meets the step
 
+    @classmethod
+    def report(cls, key: str, why: str, reused_by_backward: bool, advice: str) -> _CarryVerdict:
+        """A verdict with no edit: `advice` says what to change by hand."""
+        return cls(key, why, reused_by_backward, Tier.REPORT, {}, "", advice)
+
 
 def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     if not _crosses_training_step(analysis, carry):
@@ -574,13 +579,10 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
     why = stored.evidence or "it is computed from graph-attached values"
     draw = _random_batches(analysis, carry)
     if draw is not None:
-        return _CarryVerdict(
+        return _CarryVerdict.report(
             carry.key,
             why,
             reused_by_backward,
-            Tier.REPORT,
-            {},
-            "",
             f" The batches it is carried across are random draws of the data set "
             f"(`{analysis.code_of(draw, 60)}`, line {draw.lineno}), so the state links "  # type: ignore[attr-defined]
             "unrelated sequences and detaching it would only hide the error: restructure, "
@@ -593,13 +595,10 @@ def _judge_carry(analysis: FileAnalysis, carry: _Carry) -> _CarryVerdict | None:
         return None  # `module.reset_mem()` called by the file: the user resets it per batch
     if repeated is not None:
         call, loop = repeated
-        return _CarryVerdict(
+        return _CarryVerdict.report(
             carry.key,
             why,
             reused_by_backward,
-            Tier.REPORT,
-            {},
-            "",
             f" `{analysis.code_of(call, 60)}` (line {call.lineno}) runs this forward on every "
             f"iteration of the loop at line {loop.lineno}, which takes no training step, so "  # type: ignore[attr-defined]
             f"`{carry.key}` is carried from call to call within one step on purpose "
