@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from codemods.analysis import torch_api
 from codemods.analysis.imports import dotted_name
+from codemods.analysis.interpreter import target_key
 from codemods.analysis.values import Kind
 
 if TYPE_CHECKING:
@@ -101,6 +102,21 @@ class TrainingSteps:
         return any(
             self._function_does(f, self._updates, _updates_in_place, frozenset())
             for f in self._callees(call, scope)
+        )
+
+    def optimizer_trains(self, step: ast.Call, module: ast.expr) -> bool:
+        """Whether the optimizer of `step` (`opt.step()`) is built in this file over
+        `<module>.parameters()`: the same name, or a name bound to the same module
+        (`net.parameters()` in a base class's `__init__` for `self.net` called in a subclass)."""
+        analysis = self._analysis
+        optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
+        return any(
+            isinstance(node, ast.Assign)
+            and any(target_key(t) == optimizer for t in node.targets)
+            and isinstance(node.value, ast.Call)
+            and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
+            and _takes_parameters_of(analysis, node.value, module)
+            for node in analysis.index.of_types(ast.Assign)
         )
 
     def may_run(self, call: ast.Call, function: Function) -> bool:
@@ -268,6 +284,32 @@ class TrainingSteps:
             if info is not None and name in info.methods:
                 return [info.methods[name]]
         return list(self._methods_by_name.get(name, []))
+
+
+def _takes_parameters_of(analysis: FileAnalysis, constructor: ast.Call, module: ast.expr) -> bool:
+    """Whether an optimizer's arguments hold `<module>.parameters()`, by name or by the
+    constructor that built the module."""
+    # Provenance is built on the analysis that builds this module: imported when first used.
+    from codemods.analysis.provenance import Provenance
+
+    wanted = target_key(module)
+    built: list[ast.Call | None] = []  # the module's constructor, looked up when first needed
+    for arg in [*constructor.args, *constructor.keywords]:
+        for node in analysis.descendants(arg):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "parameters"
+            ):
+                continue
+            owner = node.func.value
+            if wanted is not None and target_key(owner) == wanted:
+                return True
+            if not built:
+                built.append(Provenance(analysis).module_constructor(module))
+            if built[0] is not None and Provenance(analysis).module_constructor(owner) is built[0]:
+                return True
+    return False
 
 
 def in_forward(analysis: FileAnalysis, node: ast.AST) -> bool:

@@ -851,21 +851,7 @@ def _step_updates_saved_weights(analysis: FileAnalysis, carry: _Carry, step: ast
         return False
     if module.cls not in torch_api.RECURRENT_MODULES and not _weights_take_carried(analysis, value):
         return False
-    return _step_updates_module(analysis, step, value.func)
-
-
-def _step_updates_module(analysis: FileAnalysis, step: ast.Call, module: ast.expr) -> bool:
-    """Whether the optimizer of `step` (`opt.step()`) is built in this file over
-    `<module>.parameters()`."""
-    optimizer = target_key(step.func.value)  # type: ignore[attr-defined]
-    return any(
-        isinstance(node, ast.Assign)
-        and any(target_key(t) == optimizer for t in node.targets)
-        and isinstance(node.value, ast.Call)
-        and (analysis.qualified_name(node.value.func) or "").startswith("torch.optim.")
-        and _takes_parameters_of(analysis, node.value, module)
-        for node in analysis.index.of_types(ast.Assign)
-    )
+    return analysis.training.optimizer_trains(step, value.func)
 
 
 def _weights_take_carried(analysis: FileAnalysis, call: ast.Call) -> bool:
@@ -881,30 +867,6 @@ def _weights_take_carried(analysis: FileAnalysis, call: ast.Call) -> bool:
             and any(inner.kind is OriginKind.CARRIED for inner, _ in walk(origin))
         ):
             return True
-    return False
-
-
-def _takes_parameters_of(analysis: FileAnalysis, constructor: ast.Call, module: ast.expr) -> bool:
-    """Whether an optimizer's arguments hold `<module>.parameters()`: the same name, or a
-    name bound to the same module (`net.parameters()` in a base class's `__init__` for
-    `self.net` called in a subclass)."""
-    wanted = target_key(module)
-    built: list[ast.Call | None] = []  # the module's constructor, looked up when first needed
-    for arg in [*constructor.args, *constructor.keywords]:
-        for node in analysis.descendants(arg):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "parameters"
-            ):
-                continue
-            owner = node.func.value
-            if wanted is not None and target_key(owner) == wanted:
-                return True
-            if not built:
-                built.append(Provenance(analysis).module_constructor(module))
-            if built[0] is not None and Provenance(analysis).module_constructor(owner) is built[0]:
-                return True
     return False
 
 
@@ -1513,7 +1475,7 @@ def _made_before_by_stepped_module(
         if evaluated_in(origin, loop, analysis) or not origin.is_graph_node:
             continue
         site = origin.site if isinstance(origin.site, ast.Call) else origin.expression
-        if isinstance(site, ast.Call) and _step_updates_module(analysis, step, site.func):
+        if isinstance(site, ast.Call) and analysis.training.optimizer_trains(step, site.func):
             return site
     return None
 
