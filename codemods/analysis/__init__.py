@@ -77,12 +77,16 @@ class FileAnalysis:
         self._truncated = 0  # calls answered UNKNOWN for depth or recursion
         self._class_env: dict[str, Env] = {}
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
+        self._class_body_names_of: dict[str, frozenset[str]] = {}
+        self._readers: dict[tuple[str | None, bool], Interpreter] = {}
+        self._interpreted = False  # every scope has run: module and class facts are final
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
         self._enclosing_loops: dict[ast.AST, tuple[Loop, ...]] = {}
         # (variable, scope) -> where values stored into it go (`flows.follow_target`)
         self.variable_flows: dict[tuple[str, ScopeNode], Flow] = {}
         self._backward_by_root = self._index_backward_calls()
         self._interpret_all()
+        self._interpreted = True
 
     def release(self) -> None:
         """Drop everything the analysis holds. Its parts link back to it (the interpreters'
@@ -127,10 +131,18 @@ class FileAnalysis:
         statement = self.statement_of(expression)
         if statement is None:
             return UNKNOWN
-        interpreter = self._interpreter(self.scope_of(statement), self._grad_enabled[statement])
-        return interpreter.value(
-            expression, self._env_before[statement], self._grad_enabled[statement]
-        )
+        grad = self._grad_enabled[statement]
+        scope = self.scope_of(statement)
+        info = self.class_of(scope)
+        # Reading a value leaves the interpreter's facts alone, so one interpreter per class
+        # and grad mode answers every question asked once the scopes have run.
+        key = (info.name if info is not None else None, grad)
+        interpreter = self._readers.get(key)
+        if interpreter is None:
+            interpreter = self._interpreter(scope, grad)
+            if self._interpreted:
+                self._readers[key] = interpreter
+        return interpreter.value(expression, self._env_before[statement], grad)
 
     def env_before(self, statement: ast.AST) -> Env:
         return self._env_before.get(statement, {})
@@ -628,6 +640,9 @@ class FileAnalysis:
         info = self.class_of(scope)
         if info is None:
             return frozenset()
+        known = self._class_body_names_of.get(info.name)
+        if known is not None:
+            return known
         names: set[str] = set()
         for owner in self.lineage(info.name):
             for statement in self.index.classes[owner].node.body:
@@ -637,7 +652,8 @@ class FileAnalysis:
                 for node in ast.walk(statement):
                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                         names.add(node.id)
-        return frozenset(names)
+        known = self._class_body_names_of[info.name] = frozenset(names)
+        return known
 
     def _member_value(self, class_name: str, attribute: str) -> Value:
         for owner in self.lineage(class_name):
