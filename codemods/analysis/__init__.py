@@ -749,7 +749,8 @@ class FileAnalysis:
                 # constructor) stays its owner's to record.
                 if key.startswith("self.") and env.get(key) is not value:
                     known = class_env.get(key)
-                    new = value if known is None or constructor else known.join(value)
+                    fills = known is not None and _empty_dict(known) and value.kind is Kind.DICT
+                    new = value if known is None or constructor or fills else known.join(value)
                     if new != known:
                         class_env[key] = new
                         self._class_env_version += 1
@@ -887,6 +888,12 @@ class FileAnalysis:
             # would stand for the same call made from a shallower caller.
             self._summaries[key] = result
         return result
+
+
+def _empty_dict(value: Value) -> bool:
+    """`{}` as a constructor binds it (`self.meters = {}`): a method that fills it
+    (`self.meters[name] = Meter()`) tells all it may hold; joining would forget the entries."""
+    return value.kind is Kind.DICT and value.element is None and value.entries == ()
 
 
 def _mentions(analysis: FileAnalysis, expression: ast.AST, attribute: ast.Attribute) -> bool:

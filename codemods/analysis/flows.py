@@ -278,6 +278,11 @@ class _Follower:
         if isinstance(func, ast.Attribute) and func.attr in _MUTATING_METHODS:
             # `xs.append(v)`, `d.setdefault(k, []).append(v)`: v goes where xs (d) goes
             return self.of_target(through_setdefault(func.value), depth + 1)
+        if self._written_into_tensor(func):
+            # `host.copy_(v)`, `total.add_(v)`: v's data (and graph) go into `host`, which
+            # the call also returns
+            uses = self.of_target(func.value, depth + 1)  # type: ignore[attr-defined]
+            return {Use.NEEDS_TENSOR} | uses | self.of_expression(call, depth + 1)
         if self._dict_lookup(func):
             # `d.get(key, default)`: the key is only hashed; the default may be the result.
             return set() if _first_argument(call) is arg else self.of_expression(call, depth + 1)
@@ -313,6 +318,14 @@ class _Follower:
         """Whether `node` is evaluated with grad disabled (`with torch.no_grad():`, a
         `@torch.no_grad()` function): what an operation makes there carries no graph."""
         return self.analysis.statement_of(node) is not None and not self.analysis.grad_enabled(node)
+
+    def _written_into_tensor(self, func: ast.expr) -> bool:
+        """`dst.copy_`, `dst.add_`: a method writing the data of a proven tensor in place."""
+        return (
+            isinstance(func, ast.Attribute)
+            and torch_api.writes_data(func.attr)
+            and self.analysis.value_of(func.value).kind is Kind.TENSOR
+        )
 
     def _dict_lookup(self, func: ast.expr) -> bool:
         return (
