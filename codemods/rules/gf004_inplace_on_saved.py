@@ -60,6 +60,7 @@ from enum import Enum
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
+from codemods.analysis.counters import counter_slice
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
@@ -1370,14 +1371,57 @@ class _Checker:
             return False
         if order[load_statement] > order[write_statement]:
             return True
-        loop = self._common_loop(load, write.node)
         if load_statement is write_statement:
             index = self.analysis.index
             if index.start[load] >= index.end[write.node]:
                 return True
             # Before the write in its statement: read again by the next iteration.
-            return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
-        return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
+        return self._read_next_iteration(load, write, alias)
+
+    def _read_next_iteration(self, load: ast.expr, write: _Write, alias: _Alias) -> bool:
+        """Whether a later iteration of a loop around both reads, at `load`, what the write
+        changed: not when each iteration makes the storage anew, nor when the write and the
+        load both take the slice the loop's counter selects (`x_all[i]`: another one each
+        iteration), if the loops around that one make the storage anew."""
+        around = self.analysis.enclosing_loops(write.node)
+        for loop in self.analysis.enclosing_loops(load):
+            if loop not in around:
+                continue
+            if evaluated_in(alias.base, loop, self.analysis):
+                return False
+            if not self._own_slice(load, alias, loop):
+                return True
+        return False
+
+    def _own_slice(self, load: ast.expr, alias: _Alias, loop: Loop) -> bool:
+        """Whether `load` is subscripted as the written alias is (`x_all[i]`, the same view
+        of the storage indexed the same way) by the counter of `loop`."""
+        subscript = self.analysis.parent(load)
+        if not isinstance(subscript, ast.Subscript) or subscript.value is not load:
+            return False
+        written = self._written_slice(alias)
+        if written is None:
+            return False
+        selected = counter_slice(self.provenance, subscript)
+        if selected is None or selected.loop is not loop:
+            return False
+        inner, read = self.alias_of(written.value), self.alias_of(load)
+        return (
+            inner is not None
+            and read is not None
+            and inner.steps == read.steps
+            and counter_slice(self.provenance, written) == selected
+        )
+
+    def _written_slice(self, alias: _Alias) -> ast.Subscript | None:
+        """The outermost basic subscript the written alias is a view of (`x_all[i]` in
+        `x_all[i].squeeze(0)`), when every step down to it follows one path."""
+        for step in alias.steps:
+            if step.kind is OriginKind.CHOICE:
+                return None
+            if isinstance(step.expression, ast.Subscript) and step.key == "operator.getitem":
+                return step.expression
+        return None
 
     def _loads(self, scope: ScopeNode) -> list[ast.expr]:
         if scope not in self._load_cache:
