@@ -64,7 +64,7 @@ from codemods.analysis.counters import counter_slice
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.layers import INPUT, adjacent_layers
+from codemods.analysis.layers import INPUT, adjacent_layers, holding_sequentials, returns_new_tensor
 from codemods.analysis.provenance import (
     CallSite,
     Origin,
@@ -910,11 +910,13 @@ class _Checker:
                     f" Its first layer may be {layer}, which works in place (the code that "
                     "builds it adds that layer first on some path)."
                 )
-                fix = _Fix(
-                    Tier.REPORT,
-                    "If it does, use `inplace=False` on that layer, or pass a copy (`.clone()`).",
-                    {},
-                )
+                if not self._flips_layer(fix, write):
+                    fix = _Fix(
+                        Tier.REPORT,
+                        "If it does, use `inplace=False` on that layer, or pass a copy "
+                        "(`.clone()`).",
+                        {},
+                    )
         scope = self.analysis.scope_of(write.node)
         if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
             # A name is no proof that nothing backpropagates through `generate()`, but it
@@ -926,6 +928,13 @@ class _Checker:
                 Tier.REPORT,
             )
         return RuleFinding(write.node, f"{message} {fix.advice}", fix.tier, fix.replacements)
+
+    def _flips_layer(self, fix: _Fix, write: _Write) -> bool:
+        """Whether `fix` is `inplace=False` on the write's in-place layer: right whether or
+        not that layer comes first (`_layer_out_of_place`)."""
+        assert write.layer is not None
+        flag = _flag_argument(write.layer, self.analysis.qualified_name(write.layer.func))
+        return fix.tier is Tier.SAFE and list(fix.replacements) == [flag]
 
     # -- writes into what a caller passes --------------------------------------------------
     def _written_parameter(self, write: _Write, alias: _Alias) -> tuple[ScopeNode, str] | None:
@@ -1259,6 +1268,8 @@ class _Checker:
             if isinstance(parent, ast.Expr):
                 return None  # the result is dropped: the write itself is the point
             return _Fix(Tier.SAFE, "Use `inplace=False`.", {write.flag: _false})
+        if write.layer is not None:
+            return self._layer_out_of_place(write)
         if isinstance(write.node, ast.AugAssign):
             if type(write.node.op) not in _OPERATOR_TEXT:
                 return None  # `|=`, `<<=`: no arithmetic twin to offer; a clone still works
@@ -1286,6 +1297,52 @@ class _Checker:
             )
         advice = f"Use the out-of-place `.{func.attr[:-1]}(...)`."
         return _Fix(Tier.SAFE, advice, {func: _twin_method})
+
+    def _layer_out_of_place(self, write: _Write) -> _Fix | None:
+        """`inplace=False` on the in-place layer that may come first in the Sequential the
+        write calls: it changes no value read anywhere when the write's call is the
+        Sequential's only one (whose callers let go of what they pass, as checked before),
+        the layer is that Sequential's alone, and wherever it is not first, the layer before
+        it makes a new tensor that nothing else holds (`nn.Linear`)."""
+        assert write.call is not None and write.layer is not None
+        layer = write.layer
+        flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
+        sequential = self.provenance.module_constructor(write.call.func)  # type: ignore[arg-type]
+        if (
+            flag is None
+            or sequential is None
+            or isinstance(self.analysis.parent(write.call), ast.Expr)
+        ):
+            return None
+        if holding_sequentials(self.analysis, layer) != [sequential]:
+            return None  # also a layer elsewhere, or held by a name: its other users
+        if self._calls_of(sequential) != [write.call]:
+            return None
+        adjacent = adjacent_layers(self.analysis, sequential) or []
+        if not all(
+            pair.previous is INPUT or returns_new_tensor(self.analysis, pair.previous)
+            for pair in adjacent
+            if self.analysis.contains(pair.layer, layer)
+        ):
+            return None
+        shown = f"`{self._code(layer)}` (line {layer.lineno})"
+        return _Fix(Tier.SAFE, f"Use `inplace=False` on {shown}.", {flag: _false})
+
+    def _calls_of(self, constructor: ast.Call) -> list[ast.Call]:
+        """The calls of the file of the module `constructor` builds (`self.net(x)`)."""
+        statement = self.analysis.parent(constructor)
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            return []
+        key = target_key(statement.targets[0])
+        if key is None:
+            return []
+        name = key.rsplit(".", 1)[-1]
+        return [
+            call
+            for call in self.analysis.index.calls_by_name.get(name, [])
+            if isinstance(call.func, (ast.Name, ast.Attribute))
+            and self.provenance.module_constructor(call.func) is constructor
+        ]
 
     def _held_only_here(
         self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
