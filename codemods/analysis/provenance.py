@@ -319,6 +319,10 @@ class Provenance:
                 passed = self._passed_constructor(info.name, module, module)
                 if passed is not None:  # `torch.optim.SGD(net.parameters())` in `__init__`
                     return passed
+            if info is None and isinstance(module, ast.Name):
+                passed = self._argument_built(module)
+                if passed is not None:  # `def embed(models, X)` called with the dict
+                    return passed
             values = self._assigned_values(key, module)
             if len(values) == 1 and isinstance(values[0], (ast.Call, ast.Dict)):
                 return values[0]
@@ -328,6 +332,24 @@ class Provenance:
             if owner is not None and isinstance(owner.func, ast.Name):
                 return self._attribute_constructor(owner.func.id, module.attr)
         return None
+
+    def _argument_built(self, parameter: ast.Name) -> ast.Call | ast.Dict | None:
+        """What every call of the file passes for the parameter `parameter` of a function
+        (not a method), when it is one module or one dict literal of modules."""
+        function = self.analysis.scope_of(parameter)
+        bindings = self.reaching(parameter.id, parameter)
+        if not isinstance(function, FUNCTION_TYPES) or not bindings:
+            return None
+        if any(b.kind is not BindingKind.PARAMETER for b in bindings):
+            return None
+        built: set[ast.Call | ast.Dict] = set()
+        for site in self.call_sites(function) or [None]:
+            passed = site.arguments.get(parameter.id) if site is not None else None
+            made = self._built(passed) if isinstance(passed, ast.Name | ast.Attribute) else passed
+            if not isinstance(made, ast.Call | ast.Dict):
+                return None
+            built.add(made)
+        return built.pop() if len(built) == 1 else None
 
     def call_sites(self, function: _Function) -> list[CallSite] | None:
         """Every call of the file that runs `function`, each with what it passes for each
