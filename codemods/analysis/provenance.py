@@ -453,7 +453,7 @@ class Provenance:
         sites: list[CallSite] = []
         for sequential in sequentials:
             where = layers.positions(self.analysis, sequential, build)
-            calls = self._calls_of_built(sequential)
+            calls = self.calls_of_built(sequential)
             if where is None or calls is None:
                 return None
             for call in calls:
@@ -465,7 +465,7 @@ class Provenance:
                     sites.append(CallSite(call, {params[0]: call.args[0]}))
         return sites
 
-    def _calls_of_built(self, constructor: ast.Call) -> list[ast.Call] | None:
+    def calls_of_built(self, constructor: ast.Call) -> list[ast.Call] | None:
         """The calls of the module `constructor` builds, when it is bound to a name or a
         `self` attribute and called only as `name(...)`."""
         statement = self.analysis.parent(constructor)

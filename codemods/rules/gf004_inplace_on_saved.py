@@ -1316,7 +1316,7 @@ class _Checker:
             return None
         if holding_sequentials(self.analysis, layer) != [sequential]:
             return None  # also a layer elsewhere, or held by a name: its other users
-        if self._calls_of(sequential) != [write.call]:
+        if self.provenance.calls_of_built(sequential) != [write.call]:
             return None
         adjacent = adjacent_layers(self.analysis, sequential) or []
         if not all(
@@ -1327,22 +1327,6 @@ class _Checker:
             return None
         shown = f"`{self._code(layer)}` (line {layer.lineno})"
         return _Fix(Tier.SAFE, f"Use `inplace=False` on {shown}.", {flag: _false})
-
-    def _calls_of(self, constructor: ast.Call) -> list[ast.Call]:
-        """The calls of the file of the module `constructor` builds (`self.net(x)`)."""
-        statement = self.analysis.parent(constructor)
-        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
-            return []
-        key = target_key(statement.targets[0])
-        if key is None:
-            return []
-        name = key.rsplit(".", 1)[-1]
-        return [
-            call
-            for call in self.analysis.index.calls_by_name.get(name, [])
-            if isinstance(call.func, (ast.Name, ast.Attribute))
-            and self.provenance.module_constructor(call.func) is constructor
-        ]
 
     def _held_only_here(
         self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
