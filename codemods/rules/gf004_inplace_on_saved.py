@@ -34,7 +34,12 @@ Rewrites with the smallest edit: the out-of-place form at the write (`y = y + ep
 `y = y.clamp(min=0)`, `.masked_fill(...)`, `inplace=False`) when no other alias of the saved
 tensor is read afterwards (for a parameter: by the function, nor by any of the file's callers,
 which must all be known, after the call, but as the argument of another call whose write fails
-backward anyway; otherwise reported, naming what gradfix could not prove); otherwise `.clone()`
+backward anyway; a loop's later iterations reading other slices of the storage, selected by its
+counter as the write's is, `x_all[i]` for `i in range(...)`, do not count; otherwise reported,
+naming what gradfix could not prove). For a Sequential whose first layer (on every path of the
+building code or on some) works in place, the out-of-place form is `inplace=False` on that
+layer, when the Sequential has that one call, the layer is its own, and wherever the layer is
+not first it follows a layer that makes a new tensor (`nn.Linear`). Otherwise `.clone()`
 where the written alias is made: at the `.detach()` it was taken with (`d =
 y.detach().clone()`), at the op whose saved output it is (`y = torch.sigmoid(x).clone()`), or
 where the saving op reads a saved input (`q @ self.queue.T.clone()`). An in-place module
