@@ -306,6 +306,10 @@ class Provenance:
     def _module_constructor(self, module: ast.expr) -> ast.Call | ast.Dict | None:
         if isinstance(module, ast.Subscript):  # `self.models["trunk"]`
             table = self._built(module.value)
+            if isinstance(table, ast.Call) and self.analysis.qualified_name(table.func) == (
+                "torch.nn.ModuleDict"
+            ):
+                table = table.args[0] if len(table.args) == 1 and not table.keywords else None
             return _entry(table, module.slice) if isinstance(table, ast.Dict) else None
         key = target_key(module)
         if key is not None and key.startswith("self."):
