@@ -1323,8 +1323,8 @@ class _Checker:
             return None  # also a layer elsewhere, or held by a name: its other users
         if self.provenance.calls_of_built(sequential) != [write.call]:
             return None
-        adjacent = adjacent_layers(self.analysis, sequential) or []
-        if not all(
+        adjacent = adjacent_layers(self.analysis, sequential)
+        if adjacent is None or not all(
             pair.previous is INPUT or returns_new_tensor(self.analysis, pair.previous)
             for pair in adjacent
             if self.analysis.contains(pair.layer, layer)
