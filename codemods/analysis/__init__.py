@@ -412,13 +412,18 @@ class FileAnalysis:
             return []
         return self._module_calls.get(info.name, [])
 
+    def calls_of_mixed_modules(self) -> list[ast.Call]:
+        """Calls of a module whose class is not one (`for m in models.values(): m(x)` over
+        modules of several classes): any of those classes' instances may run there."""
+        return self._module_calls.get(None, [])
+
     @cached_property
-    def _module_calls(self) -> dict[str, list[ast.Call]]:
-        calls: dict[str, list[ast.Call]] = {}
+    def _module_calls(self) -> dict[str | None, list[ast.Call]]:
+        calls: dict[str | None, list[ast.Call]] = {}
         for node in self.index.of_types(ast.Call):
             if isinstance(node, ast.Call) and self.statement_of(node) is not None:
                 callee = self.value_of(node.func)
-                if callee.kind is Kind.MODULE and callee.cls is not None:
+                if callee.kind is Kind.MODULE:
                     calls.setdefault(callee.cls, []).append(node)
         return calls
 
@@ -433,7 +438,9 @@ class FileAnalysis:
 
     @cached_property
     def _forward_runs(self) -> dict[str, list[ast.Call]]:
-        runs = {name: list(calls) for name, calls in self._module_calls.items()}
+        runs: dict[str, list[ast.Call]] = {
+            name: list(calls) for name, calls in self._module_calls.items() if name is not None
+        }
         for node in self.index.of_types(ast.Call):
             assert isinstance(node, ast.Call)
             if self.statement_of(node) is None or self.value_of(node.func).cls != (
@@ -481,6 +488,19 @@ class FileAnalysis:
             found.append(name)
             pending.extend(base.id for base in info.bases if isinstance(base, ast.Name))
         return found
+
+    def class_family(self, class_name: str) -> list[str]:
+        """The class, the file's classes it derives from, then those deriving from it: the
+        classes whose methods may run on one object of it."""
+        return [*self.lineage(class_name), *self._derived.get(class_name, [])]
+
+    @cached_property
+    def _derived(self) -> dict[str, list[str]]:
+        derived: dict[str, list[str]] = {}
+        for name in self.index.classes:
+            for base in self.lineage(name)[1:]:
+                derived.setdefault(base, []).append(name)
+        return derived
 
     def is_module_class(self, class_name: str) -> bool:
         return self._derives_from(class_name, _is_module_base)
@@ -759,10 +779,28 @@ class FileAnalysis:
         """Functions ordered so that, cycles aside, every caller comes before its callees;
         `__init__` methods come before the other methods of their class."""
         functions = [n for n in self.index.enclosing_function if isinstance(n, FUNCTION_TYPES)]
+        owners: dict[Function, list[ClassInfo]] = {}  # the classes that have each method
+        for info in self.index.classes.values():
+            for method in info.methods.values():
+                owners.setdefault(method, []).append(info)
         callers: dict[Function, set[ScopeNode]] = {}
         for function in functions:
             calls = self.index.calls_by_name.get(function.name, [])
+            if function.name == "__init__" and function in owners:
+                # Run by building an instance (`Trainer(...)`, also of a subclass that
+                # inherits it) and by a subclass's `super().__init__(...)`.
+                classes = {info.name for info in owners[function]}
+                calls = [c for c in calls if self._in_subclass_of(c, classes)] + [
+                    call for name in classes for call in self.index.calls_by_name.get(name, [])
+                ]
             callers[function] = {self.scope_of(call) for call in calls} - {function}
+            if function.name != "__init__":
+                # A method reads what the constructors of the classes it runs on bind.
+                callers[function] |= {
+                    info.methods["__init__"]
+                    for info in owners.get(function, [])
+                    if "__init__" in info.methods and info.methods["__init__"] is not function
+                }
         ordered: list[Function] = []
         done: set[ScopeNode] = {self.module}
         pending = sorted(functions, key=lambda f: f.name != "__init__")
@@ -772,6 +810,11 @@ class FileAnalysis:
             ordered.append(ready)
             done.add(ready)
         return ordered
+
+    def _in_subclass_of(self, node: ast.AST, classes: set[str]) -> bool:
+        """Whether `node` is in a method of a class derived from one of `classes`."""
+        info = self.class_of(self.scope_of(node))
+        return info is not None and not classes.isdisjoint(self.lineage(info.name)[1:])
 
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}

@@ -141,13 +141,17 @@ class _Follower:
         return name in self._declarations.get(scope, ())
 
     def of_self_attribute(self, class_name: str, attribute: str, depth: int) -> set[Use]:
-        if (class_name, attribute) in self._followed:
-            return set()
-        self._followed.add((class_name, attribute))
+        """Reads of `self.<attribute>` in the class, in its bases (whose methods run on the
+        same object: `self.losses` filled by a subclass, summed by the base's step) and in
+        the classes deriving from it."""
         uses: set[Use] = set()
-        for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
-            if self.analysis.is_load(occurrence):
-                uses |= self.of_expression(occurrence, depth + 1)
+        for owner in self.analysis.class_family(class_name):
+            if (owner, attribute) in self._followed:
+                continue
+            self._followed.add((owner, attribute))
+            for occurrence in self.analysis.self_attribute_occurrences(owner, attribute):
+                if self.analysis.is_load(occurrence):
+                    uses |= self.of_expression(occurrence, depth + 1)
         return uses
 
     def of_target(self, target: ast.expr | ast.arg, depth: int) -> set[Use]:

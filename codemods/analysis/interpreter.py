@@ -692,6 +692,9 @@ class Interpreter:
             if name == "torch.nn.Sequential" and not node.keywords and not has_star(node):
                 # its layers, in order: calling it calls each on the previous one's output
                 return Value(Grad.FREE, Kind.MODULE, cls=name, parts=tuple(args))
+            if name == "torch.nn.ModuleDict" and len(args) == 1 and args[0].kind is Kind.DICT:
+                # `nn.ModuleDict({"trunk": ...})`: its entries, by key, as the dict's
+                return replace(args[0], kind=Kind.MODULE, cls=name)
             return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)

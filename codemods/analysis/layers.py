@@ -39,6 +39,23 @@ class Adjacent:
     parameters_before: bool
 
 
+# Torch layers whose output is a new tensor computed with their weights.
+_WEIGHTED_LAYERS = tuple(
+    f"torch.nn.{family}"
+    for family in (
+        "Linear",
+        "Bilinear",
+        "LazyLinear",
+        "Conv",
+        "LazyConv",
+        "BatchNorm",
+        "LazyBatchNorm",
+        "LayerNorm",
+        "GroupNorm",
+        "InstanceNorm",
+        "Embedding",
+    )
+)
 # One path's state: the last layer added (INPUT before any), whether a layer before it has
 # parameters, whether one up to it does.
 _State = tuple[ast.expr | None, bool, bool]
@@ -339,6 +356,18 @@ def has_parameters(analysis: FileAnalysis, layer: ast.expr) -> bool:
     if name.startswith("torch.nn.") and name[len("torch.nn.") :][:1].isupper():
         return name not in torch_api.PARAMETERLESS_MODULES
     return isinstance(layer.func, ast.Name) and analysis.is_module_class(layer.func.id)
+
+
+def returns_new_tensor(analysis: FileAnalysis, layer: ast.expr) -> bool:
+    """A torch layer that computes with its weights (`nn.Linear`, `nn.Conv2d`,
+    `nn.BatchNorm1d`): its output is a tensor it makes, which nothing but the next layer
+    holds. Not a parameterless one, which may hand back its input or a view of it
+    (`nn.Identity`, `nn.Flatten`, dropout in eval mode), a container (an empty
+    `nn.Sequential()`), nor a module class of the file."""
+    if not isinstance(layer, ast.Call):
+        return False
+    name = analysis.qualified_name(layer.func) or ""
+    return name.startswith(_WEIGHTED_LAYERS)
 
 
 def _alternatives(layer: ast.expr) -> list[ast.expr]:

@@ -246,11 +246,17 @@ class Provenance:
         """The call that built the module `module` names: `nn.Linear(4, 2)` for `fc` after
         `fc = nn.Linear(4, 2)`, and for `self.fc` or `model.fc` when the class (of this file)
         assigns `self.fc` once."""
+        built = self._built(module)
+        return self._built_by_factory(built) if isinstance(built, ast.Call) else None
+
+    def _built(self, module: ast.expr) -> ast.Call | ast.Dict | None:
+        """The call that built the module `module` names, or the dict literal that built the
+        table of modules it names (`models = {"trunk": ...}` for `self.models`)."""
         if module in self._constructors_in_progress:
             return None  # a cycle: `self.m = m` with `C(self.m)` inside `C`, `x = x.parent`
         self._constructors_in_progress.add(module)
         try:
-            return self._built_by_factory(self._module_constructor(module))
+            return self._module_constructor(module)
         finally:
             self._constructors_in_progress.discard(module)
 
@@ -297,7 +303,14 @@ class Provenance:
                 found.append(function)
         return found
 
-    def _module_constructor(self, module: ast.expr) -> ast.Call | None:
+    def _module_constructor(self, module: ast.expr) -> ast.Call | ast.Dict | None:
+        if isinstance(module, ast.Subscript):  # `self.models["trunk"]`
+            table = self._built(module.value)
+            if isinstance(table, ast.Call) and self.analysis.qualified_name(table.func) == (
+                "torch.nn.ModuleDict"
+            ):
+                table = table.args[0] if len(table.args) == 1 and not table.keywords else None
+            return _entry(table, module.slice) if isinstance(table, ast.Dict) else None
         key = target_key(module)
         if key is not None and key.startswith("self."):
             info = self.analysis.class_of(self.analysis.scope_of(module))
@@ -310,13 +323,37 @@ class Provenance:
                 passed = self._passed_constructor(info.name, module, module)
                 if passed is not None:  # `torch.optim.SGD(net.parameters())` in `__init__`
                     return passed
+            if info is None and isinstance(module, ast.Name):
+                passed = self._argument_built(module)
+                if passed is not None:  # `def embed(models, X)` called with the dict
+                    return passed
             values = self._assigned_values(key, module)
-            return values[0] if len(values) == 1 and isinstance(values[0], ast.Call) else None
+            if len(values) == 1 and isinstance(values[0], (ast.Call, ast.Dict)):
+                return values[0]
+            return None
         if isinstance(module, ast.Attribute):
             owner = self.module_constructor(module.value)
             if owner is not None and isinstance(owner.func, ast.Name):
                 return self._attribute_constructor(owner.func.id, module.attr)
         return None
+
+    def _argument_built(self, parameter: ast.Name) -> ast.Call | ast.Dict | None:
+        """What every call of the file passes for the parameter `parameter` of a function
+        (not a method), when it is one module or one dict literal of modules."""
+        function = self.analysis.scope_of(parameter)
+        bindings = self.reaching(parameter.id, parameter)
+        if not isinstance(function, FUNCTION_TYPES) or not bindings:
+            return None
+        if any(b.kind is not BindingKind.PARAMETER for b in bindings):
+            return None
+        built: set[ast.Call | ast.Dict] = set()
+        for site in self.call_sites(function) or [None]:
+            passed = site.arguments.get(parameter.id) if site is not None else None
+            made = self._built(passed) if isinstance(passed, ast.Name | ast.Attribute) else passed
+            if not isinstance(made, ast.Call | ast.Dict):
+                return None
+            built.add(made)
+        return built.pop() if len(built) == 1 else None
 
     def call_sites(self, function: _Function) -> list[CallSite] | None:
         """Every call of the file that runs `function`, each with what it passes for each
@@ -386,13 +423,29 @@ class Provenance:
                 and statement.value is build
                 and len(statement.targets) == 1
                 and target_key(statement.targets[0]) is not None
-            ):
+            ) or self._held_by_key_or_object(build):
                 continue
             layer_sites = self._layer_sites(build, forward)
             if layer_sites is None:
                 return None
             sites += layer_sites
         return sites
+
+    def _held_by_key_or_object(self, build: ast.Call) -> bool:
+        """An instance built as an entry of a dict under a constant key (`{"embedder":
+        MLP(...)}`) or as an argument of one of the file's classes (`Trainer(MLP(...))`):
+        the interpreter follows it there by its class, so `module_calls` finds its calls,
+        unless the file also calls modules of mixed classes (`for m in models.values()`)."""
+        holder = self.analysis.parent(build)
+        if isinstance(holder, ast.Dict):
+            position = holder.values.index(build) if build in holder.values else -1
+            key = holder.keys[position] if position >= 0 else None
+            held = isinstance(key, ast.Constant) and isinstance(key.value, str)
+        elif isinstance(holder, ast.Call) and build in holder.args:
+            held = self.analysis.value_of(holder.func).kind is Kind.CLASS
+        else:
+            held = False
+        return held and not self.analysis.calls_of_mixed_modules()
 
     def _layer_sites(self, build: ast.Call, forward: _Function) -> list[CallSite] | None:
         params = [p.arg for p in (*forward.args.posonlyargs, *forward.args.args)][1:]
@@ -404,7 +457,7 @@ class Provenance:
         sites: list[CallSite] = []
         for sequential in sequentials:
             where = layers.positions(self.analysis, sequential, build)
-            calls = self._calls_of_built(sequential)
+            calls = self.calls_of_built(sequential)
             if where is None or calls is None:
                 return None
             for call in calls:
@@ -416,7 +469,7 @@ class Provenance:
                     sites.append(CallSite(call, {params[0]: call.args[0]}))
         return sites
 
-    def _calls_of_built(self, constructor: ast.Call) -> list[ast.Call] | None:
+    def calls_of_built(self, constructor: ast.Call) -> list[ast.Call] | None:
         """The calls of the module `constructor` builds, when it is bound to a name or a
         `self` attribute and called only as `name(...)`."""
         statement = self.analysis.parent(constructor)
@@ -1275,27 +1328,28 @@ class Provenance:
                 calls.extend(self.analysis.index.calls_by_name.get(name, []))
         return calls
 
-    def _attribute_constructor(self, class_name: str, attribute: str) -> ast.Call | None:
-        """The call `self.<attribute>` is assigned in `class_name`, when it is one."""
+    def _attribute_constructor(self, class_name: str, attribute: str) -> ast.Call | ast.Dict | None:
+        """The call (or dict literal) `self.<attribute>` is assigned in `class_name`, when it
+        is one."""
         if class_name not in self.analysis.index.classes:
             return None
-        constructors: set[ast.Call] = set()
+        constructors: set[ast.Call | ast.Dict] = set()
         for occurrence in self.analysis.self_attribute_occurrences(class_name, attribute):
             assign = self.analysis.parent(occurrence)
             if _assigns(assign, occurrence):
                 constructor = assign.value  # type: ignore[union-attr]
                 if isinstance(constructor, ast.Name):  # `self.model = model` in __init__
                     constructor = self._passed_constructor(class_name, constructor, assign)  # type: ignore[arg-type]
-                if not isinstance(constructor, ast.Call):
+                if not isinstance(constructor, (ast.Call, ast.Dict)):
                     return None
                 constructors.add(constructor)
         return next(iter(constructors)) if len(constructors) == 1 else None
 
     def _passed_constructor(
         self, class_name: str, parameter: ast.Name, at: ast.AST
-    ) -> ast.Call | None:
-        """The module every `ClassName(...)` call of the file passes for the `__init__`
-        parameter `parameter` (`Trainer(Net(), ...)` gives `Net()`)."""
+    ) -> ast.Call | ast.Dict | None:
+        """The module (or dict literal of modules) every `ClassName(...)` call of the file
+        passes for the `__init__` parameter `parameter` (`Trainer(Net(), ...)` gives `Net()`)."""
         init = self.analysis.index.classes[class_name].methods.get("__init__")
         if init is None or self.analysis.scope_of(at) is not init:
             return None
@@ -1304,15 +1358,29 @@ class Provenance:
         if parameter.id not in params or any(b.kind is not BindingKind.PARAMETER for b in bindings):
             return None
         position = params.index(parameter.id)
-        constructors: set[ast.Call] = set()
+        constructors: set[ast.Call | ast.Dict] = set()
         for call in self._instantiations(class_name):
             passed = _argument_for(call, position, parameter.id)
             if isinstance(passed, (ast.Name, ast.Attribute)):
-                passed = self.module_constructor(passed)
-            if not isinstance(passed, ast.Call):
+                built = self._built(passed)
+                passed = self._built_by_factory(built) if isinstance(built, ast.Call) else built
+            if not isinstance(passed, (ast.Call, ast.Dict)):
                 return None
             constructors.add(passed)
         return next(iter(constructors)) if len(constructors) == 1 else None
+
+
+def _entry(table: ast.Dict, key: ast.expr) -> ast.Call | None:
+    """The call a dict literal holds under the constant string `key`, when it holds one
+    there and nothing is unpacked into it (`{**base, ...}` may replace it)."""
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) or None in table.keys:
+        return None
+    found = [
+        value
+        for entry, value in zip(table.keys, table.values, strict=True)
+        if isinstance(entry, ast.Constant) and entry.value == key.value
+    ]
+    return found[0] if len(found) == 1 and isinstance(found[0], ast.Call) else None
 
 
 # -- walking provenance graphs ---------------------------------------------------------------

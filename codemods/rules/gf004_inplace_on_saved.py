@@ -34,7 +34,12 @@ Rewrites with the smallest edit: the out-of-place form at the write (`y = y + ep
 `y = y.clamp(min=0)`, `.masked_fill(...)`, `inplace=False`) when no other alias of the saved
 tensor is read afterwards (for a parameter: by the function, nor by any of the file's callers,
 which must all be known, after the call, but as the argument of another call whose write fails
-backward anyway; otherwise reported, naming what gradfix could not prove); otherwise `.clone()`
+backward anyway; a loop's later iterations reading other slices of the storage, selected by its
+counter as the write's is, `x_all[i]` for `i in range(...)`, do not count; otherwise reported,
+naming what gradfix could not prove). For a Sequential whose first layer (on every path of the
+building code or on some) works in place, the out-of-place form is `inplace=False` on that
+layer, when the Sequential has that one call, the layer is its own, and wherever the layer is
+not first it follows a layer that makes a new tensor (`nn.Linear`). Otherwise `.clone()`
 where the written alias is made: at the `.detach()` it was taken with (`d =
 y.detach().clone()`), at the op whose saved output it is (`y = torch.sigmoid(x).clone()`), or
 where the saving op reads a saved input (`q @ self.queue.T.clone()`). An in-place module
@@ -60,10 +65,11 @@ from enum import Enum
 import libcst as cst
 
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
+from codemods.analysis.counters import counter_slice
 from codemods.analysis.flows import Use, follow_expression
 from codemods.analysis.index import FUNCTION_TYPES, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.layers import INPUT, adjacent_layers
+from codemods.analysis.layers import INPUT, adjacent_layers, holding_sequentials, returns_new_tensor
 from codemods.analysis.provenance import (
     CallSite,
     Origin,
@@ -909,11 +915,13 @@ class _Checker:
                     f" Its first layer may be {layer}, which works in place (the code that "
                     "builds it adds that layer first on some path)."
                 )
-                fix = _Fix(
-                    Tier.REPORT,
-                    "If it does, use `inplace=False` on that layer, or pass a copy (`.clone()`).",
-                    {},
-                )
+                if not self._flips_layer(fix, write):
+                    fix = _Fix(
+                        Tier.REPORT,
+                        "If it does, use `inplace=False` on that layer, or pass a copy "
+                        "(`.clone()`).",
+                        {},
+                    )
         scope = self.analysis.scope_of(write.node)
         if in_inference_method(self.analysis, write.node) and isinstance(scope, FUNCTION_TYPES):
             # A name is no proof that nothing backpropagates through `generate()`, but it
@@ -925,6 +933,13 @@ class _Checker:
                 Tier.REPORT,
             )
         return RuleFinding(write.node, f"{message} {fix.advice}", fix.tier, fix.replacements)
+
+    def _flips_layer(self, fix: _Fix, write: _Write) -> bool:
+        """Whether `fix` is `inplace=False` on the write's in-place layer: right whether or
+        not that layer comes first (`_layer_out_of_place`)."""
+        assert write.layer is not None
+        flag = _flag_argument(write.layer, self.analysis.qualified_name(write.layer.func))
+        return fix.tier is Tier.SAFE and list(fix.replacements) == [flag]
 
     # -- writes into what a caller passes --------------------------------------------------
     def _written_parameter(self, write: _Write, alias: _Alias) -> tuple[ScopeNode, str] | None:
@@ -1258,6 +1273,8 @@ class _Checker:
             if isinstance(parent, ast.Expr):
                 return None  # the result is dropped: the write itself is the point
             return _Fix(Tier.SAFE, "Use `inplace=False`.", {write.flag: _false})
+        if write.layer is not None:
+            return self._layer_out_of_place(write)
         if isinstance(write.node, ast.AugAssign):
             if type(write.node.op) not in _OPERATOR_TEXT:
                 return None  # `|=`, `<<=`: no arithmetic twin to offer; a clone still works
@@ -1285,6 +1302,36 @@ class _Checker:
             )
         advice = f"Use the out-of-place `.{func.attr[:-1]}(...)`."
         return _Fix(Tier.SAFE, advice, {func: _twin_method})
+
+    def _layer_out_of_place(self, write: _Write) -> _Fix | None:
+        """`inplace=False` on the in-place layer that may come first in the Sequential the
+        write calls: it changes no value read anywhere when the write's call is the
+        Sequential's only one (whose callers let go of what they pass, as checked before),
+        the layer is that Sequential's alone, and wherever it is not first, the layer before
+        it makes a new tensor that nothing else holds (`nn.Linear`)."""
+        assert write.call is not None and write.layer is not None
+        layer = write.layer
+        flag = _flag_argument(layer, self.analysis.qualified_name(layer.func))
+        sequential = self.provenance.module_constructor(write.call.func)  # type: ignore[arg-type]
+        if (
+            flag is None
+            or sequential is None
+            or isinstance(self.analysis.parent(write.call), ast.Expr)
+        ):
+            return None
+        if holding_sequentials(self.analysis, layer) != [sequential]:
+            return None  # also a layer elsewhere, or held by a name: its other users
+        if self.provenance.calls_of_built(sequential) != [write.call]:
+            return None
+        adjacent = adjacent_layers(self.analysis, sequential)
+        if adjacent is None or not all(
+            pair.previous is INPUT or returns_new_tensor(self.analysis, pair.previous)
+            for pair in adjacent
+            if self.analysis.contains(pair.layer, layer)
+        ):
+            return None
+        shown = f"`{self._code(layer)}` (line {layer.lineno})"
+        return _Fix(Tier.SAFE, f"Use `inplace=False` on {shown}.", {flag: _false})
 
     def _held_only_here(
         self, write: _Write, alias: _Alias, breaking: tuple[ast.Call, ...] = ()
@@ -1370,14 +1417,57 @@ class _Checker:
             return False
         if order[load_statement] > order[write_statement]:
             return True
-        loop = self._common_loop(load, write.node)
         if load_statement is write_statement:
             index = self.analysis.index
             if index.start[load] >= index.end[write.node]:
                 return True
             # Before the write in its statement: read again by the next iteration.
-            return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
-        return loop is not None and not evaluated_in(alias.base, loop, self.analysis)
+        return self._read_next_iteration(load, write, alias)
+
+    def _read_next_iteration(self, load: ast.expr, write: _Write, alias: _Alias) -> bool:
+        """Whether a later iteration of a loop around both reads, at `load`, what the write
+        changed: not when each iteration makes the storage anew, nor when the write and the
+        load both take the slice the loop's counter selects (`x_all[i]`: another one each
+        iteration), if the loops around that one make the storage anew."""
+        around = self.analysis.enclosing_loops(write.node)
+        for loop in self.analysis.enclosing_loops(load):
+            if loop not in around:
+                continue
+            if evaluated_in(alias.base, loop, self.analysis):
+                return False
+            if not self._own_slice(load, alias, loop):
+                return True
+        return False
+
+    def _own_slice(self, load: ast.expr, alias: _Alias, loop: Loop) -> bool:
+        """Whether `load` is subscripted as the written alias is (`x_all[i]`, the same view
+        of the storage indexed the same way) by the counter of `loop`."""
+        subscript = self.analysis.parent(load)
+        if not isinstance(subscript, ast.Subscript) or subscript.value is not load:
+            return False
+        written = self._written_slice(alias)
+        if written is None:
+            return False
+        selected = counter_slice(self.provenance, subscript)
+        if selected is None or selected.loop is not loop:
+            return False
+        inner, read = self.alias_of(written.value), self.alias_of(load)
+        return (
+            inner is not None
+            and read is not None
+            and inner.steps == read.steps
+            and counter_slice(self.provenance, written) == selected
+        )
+
+    def _written_slice(self, alias: _Alias) -> ast.Subscript | None:
+        """The outermost basic subscript the written alias is a view of (`x_all[i]` in
+        `x_all[i].squeeze(0)`), when every step down to it follows one path."""
+        for step in alias.steps:
+            if step.kind is OriginKind.CHOICE:
+                return None
+            if isinstance(step.expression, ast.Subscript) and step.key == "operator.getitem":
+                return step.expression
+        return None
 
     def _loads(self, scope: ScopeNode) -> list[ast.expr]:
         if scope not in self._load_cache:
