@@ -82,6 +82,11 @@ class _Backward:
     parameter_writes: int  # the recorder's count when it ran
     retains: bool
     roots: tuple[int, ...]  # ids of the root nodes
+    # Filled in by `_mark`: whether an earlier backward went through part of this graph, and
+    # the stacks of the ops made in an earlier optimizer step than the roots were (a tensor of
+    # an earlier step read into this step's graph).
+    reached_before: bool = False
+    older: frozenset[Stack] = frozenset()
 
 
 @dataclass
@@ -159,6 +164,7 @@ class Recorder:
     # cause; when not, the runner reports it where it was raised.
     explained_error: bool = False
     parameter_writes: int = 0  # in-place writes to leaves that require grad (any update)
+    _running: _Backward | None = None  # the backward running now
 
     # -- installing ---------------------------------------------------------------------------
     @contextmanager
@@ -218,13 +224,17 @@ class Recorder:
             return self._backward(func, args, kwargs, stack)
         self._stack_now = stack
         # The inputs' nodes before the call: an in-place op gives its tensor a new one.
-        inputs = [(t, t.grad_fn) for t in _tensors((args, kwargs))] if stack else []
+        # Under no_grad an op builds no graph (and reading `grad_fn` of a view made there and
+        # written in place raises).
+        graph = bool(stack) and torch.is_grad_enabled()
+        inputs = [(t, t.grad_fn) for t in _tensors((args, kwargs))] if graph else []
         result = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if stack:
             ran_before = self._site_boundary.get(stack, -1)
             self._site_boundary[stack] = self.boundary
-            self._tag_outputs(result, inputs, stack, frames, name, ran_before)
+            if graph:
+                self._tag_outputs(result, inputs, stack, frames, name, ran_before)
             written = _written(name, args, kwargs)
             if written:
                 self._on_writes(written, stack, _inplace_module(sys._getframe(2)))
@@ -353,7 +363,7 @@ class Recorder:
         as part of the forward (an embedding lookup renormalising its weight): no update, and
         the saved tensor's names at the op that saved it are kept for the fix there."""
         for tensor in written:
-            parameter = tensor.is_leaf and tensor.requires_grad and op_frames is None
+            parameter = _is_parameter(tensor) and op_frames is None
             if parameter:
                 self.parameter_writes += 1
             records = self._saved.get(_storage(tensor))
@@ -402,6 +412,8 @@ class Recorder:
             if any(r.loop_carried for r in self._reads.values()):
                 self.explained_error = True
                 return  # a carried graph met the updated weights: the carried read says so
+            if self._on_updated_before_backward(record, write):
+                return
             message = (
                 f"Observed at run time: this parameter update changes a weight that the graph "
                 f"saved at {saved_at} still needs, and a later backward goes through that "
@@ -433,6 +445,52 @@ class Recorder:
         facts = frozenset({f"module:{write.module_class}"} if write.module_class else ())
         self._observe(Observation("GF004", Kind.INPLACE, place, message, facts, raised=True))
 
+    def _on_updated_before_backward(self, record: _Saved, write: _Write) -> bool:
+        """An optimizer step changed a weight saved by a graph that no earlier backward went
+        through: the graph was built before the step, for this step's backward (GF004: build
+        it after the step), or it is a tensor of an earlier step read into this step's graph
+        (GF002: make it again in this step). False when it is neither (GF003: a retained
+        graph backpropagated again after a step)."""
+        running = self._running
+        if running is None:
+            return False
+        saved_at = _innermost(record.stack)
+        stepped_at = _diverging(write.stack, record.stack)
+        backward_at = _diverging(running.stack, write.stack)
+        carried = [
+            r
+            for r in self._reads.values()
+            if r.tensor_stack in running.older and r.steps_between and not r.freed
+        ]
+        if carried:
+            read = carried[0]
+            made = _diverging(read.tensor_stack, read.reader_stack)
+            message = (
+                f"Observed at run time: the tensor made at {made} in an earlier training step "
+                f"is read here into this step's graph; the optimizer step at {stepped_at} has "
+                f"since changed a weight its graph saved at {saved_at}, so the backward at "
+                f"{backward_at} raises 'modified by an inplace operation'. "
+                "retain_graph=True is no fix, and `.detach()` here would stop the gradient "
+                "this backward needs: make the tensor again in this step (a fresh forward with "
+                "the current weights)."
+            )
+            self._observe(
+                Observation("GF002", Kind.UPDATED_AFTER_READ, read.place, message, raised=True)
+            )
+            return True
+        if running.reached_before:
+            return False
+        place = _diverging(record.stack, write.stack)
+        message = (
+            f"Observed at run time: the graph built here saves a weight (at {saved_at}) that "
+            f"the optimizer step at {stepped_at} changes in place before the backward at "
+            f"{backward_at} goes through it: PyTorch raises 'modified by an "
+            "inplace operation'. Build this graph after that step (move this line below it), "
+            "or step only after every backward that needs the old weights."
+        )
+        self._observe(Observation("GF004", Kind.STEP_BEFORE_BACKWARD, place, message, raised=True))
+        return True
+
     # -- backward ------------------------------------------------------------------------------
     def _backward(self, func: Callable, args: tuple, kwargs: dict, stack: Stack) -> Any:
         roots, retains = _backward_arguments(func, args, kwargs)
@@ -440,12 +498,15 @@ class Recorder:
         roots_ids = tuple(id(n) for n in root_nodes)
         this = _Backward(stack, self.steps, self.parameter_writes, retains, roots_ids)
         earlier = _mark(root_nodes, this)
+        outer, self._running = self._running, this
         try:
             result = func(*args, **kwargs)
         except RuntimeError as error:
             if _TWICE in str(error) and earlier is not None:
                 self._on_freed(this, earlier, root_nodes)
             raise
+        finally:
+            self._running = outer
         self.boundary += 1
         return result
 
@@ -456,20 +517,26 @@ class Recorder:
             self.explained_error = True
             return  # a graph carried across steps: the carried read is the finding
         if set(this.roots) & set(earlier.roots):
+            # Where the two calls part: a wrapper's `loss.backward()` is one line for both.
+            again = _diverging(this.stack, earlier.stack)
             message = (
                 f"Observed at run time: this backward runs again over the loss the backward "
-                f"at {there} already backpropagated, whose graph it freed: PyTorch raises "
-                f"'{_TWICE}'. retain_graph=True would only add the same gradients twice: "
-                "restructure so that each loss is backpropagated once (remove the duplicate "
-                "backward)."
+                f"at {_diverging(earlier.stack, this.stack)} already backpropagated, whose "
+                f"graph it freed: PyTorch raises '{_TWICE}'. retain_graph=True would only add "
+                "the same gradients twice: restructure so that each loss is backpropagated "
+                "once (remove the duplicate backward)."
             )
-            self._observe(Observation("GF003", Kind.DUPLICATE, here, message, raised=True))
+            self._observe(Observation("GF003", Kind.DUPLICATE, again, message, raised=True))
             return
-        reused = [
-            r for r in self._reads.values() if r.freed and r.steps_between and not r.loop_carried
-        ]
+        # Only a step or an update between the two backward passes makes retain_graph=True
+        # no fix (a tensor made before an earlier step proves nothing about these two).
         updated = this.parameter_writes != earlier.parameter_writes
-        if reused or this.steps != earlier.steps or updated:
+        if this.steps != earlier.steps or updated:
+            reused = [
+                r
+                for r in self._reads.values()
+                if r.freed and r.steps_between and not r.loop_carried
+            ]
             state = next((r for r in reused if r.state is not None), None)
             if state is not None:
                 self._on_state_kept(state, earlier)
@@ -708,6 +775,13 @@ def _written(name: str, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return written
 
 
+def _is_parameter(tensor: torch.Tensor) -> bool:
+    """A leaf that requires grad, or a view of one (`weight[i]`: `is_leaf` of a view made
+    under no_grad and written in place raises)."""
+    base = tensor._base if tensor._is_view() else tensor
+    return base is not None and base.is_leaf and base.requires_grad
+
+
 def _renormalised(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor | None:
     """The weight an embedding lookup with `max_norm` renormalises in place. The write happens
     inside `F.embedding` (`torch.embedding_renorm_` on a detached alias), below the mode, so
@@ -790,9 +864,12 @@ def _is_leaf_node(node: Any) -> bool:
 
 
 def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
-    """Mark the nodes `backward` goes through; the earlier backward that freed one of them,
-    if any."""
+    """Mark the nodes `backward` goes through, noting on it what `_mark` fills in; the
+    earlier backward that freed one of them, if any."""
     earlier = None
+    made = [m.steps for n in root_nodes if (m := n.metadata.get(_META)) is not None]
+    roots_steps = min(made) if made else None
+    older: set[Stack] = set()
     stack, seen = list(root_nodes), {id(n) for n in root_nodes}
     while stack and len(seen) < _GRAPH_WALK_LIMIT:
         current = stack.pop()
@@ -800,6 +877,11 @@ def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
         freed_by = metadata.get(_FREED)
         if freed_by is not None and earlier is None:
             earlier = freed_by
+        if _REACHED in metadata:
+            backward.reached_before = True
+        info = metadata.get(_META)
+        if info is not None and roots_steps is not None and info.steps < roots_steps:
+            older.add(info.stack)
         metadata[_REACHED] = backward
         if not backward.retains and freed_by is None:
             metadata[_FREED] = backward
@@ -807,6 +889,7 @@ def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
             if child is not None and id(child) not in seen and not _is_leaf_node(child):
                 seen.add(id(child))
                 stack.append(child)
+    backward.older = frozenset(older)
     return earlier
 
 
@@ -844,6 +927,16 @@ def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
 
 def _innermost(stack: Stack) -> Place:
     return stack[-1] if stack else Place("<unknown>", 0)
+
+
+def _diverging(stack: Stack, other: Stack) -> Place:
+    """The frame of `stack` where it leaves `other`'s path: the line, in the function both
+    ran in, that led to `stack`'s op (`loss = compute()` when `other` is a later `step()` in
+    the same function); the innermost frame when `stack` does not leave it."""
+    for place, other_place in zip(stack, other, strict=False):
+        if place != other_place:
+            return place
+    return _innermost(stack)
 
 
 def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place, frozenset[str]]:
