@@ -193,6 +193,16 @@ def test_a_failure_is_reported_by_its_cause_at_the_line_to_change(
     assert twin.returncode == 0 and json.loads(twin.stdout) == [], twin.stdout + twin.stderr
 
 
+def test_a_tensor_read_once_after_a_step_is_a_step_between_two_backward_passes(
+    tmp_path: Path,
+) -> None:
+    # Unlike the generator loop of GF002_updated_after_read, no code reads `X` again in a
+    # later step: the step between its two backward passes is the bug (GF003).
+    shutil.copy(CASES / "GF002_updated_after_read" / "read_once.py", tmp_path / "train.py")
+    completed = _trace("--format", "json", "train.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF003", 13, "report")]
+
+
 def test_a_tensor_of_an_earlier_step_does_not_make_a_second_backward_a_report(
     tmp_path: Path,
 ) -> None:

@@ -125,6 +125,7 @@ class _Read:
     addition: bool
     loop_carried: bool  # the code that made it ran again before this read
     holders: frozenset[str]  # the reading frame's names and `self.x` that hold the tensor
+    repeated: bool  # the same code read it before, in an earlier step than this read
     state: str | None  # `Class.attribute` holding it, for a read the same code repeats
 
 
@@ -305,6 +306,7 @@ class Recorder:
             addition=name in _ADDITIONS,
             loop_carried=self._loop_carried(info.stack, stack, info.boundary),
             holders=holders,
+            repeated=repeated,
             state=_attribute_holding(tensor) if repeated else None,
         )
 
@@ -449,7 +451,8 @@ class Recorder:
         """An optimizer step changed a weight saved by a graph that no earlier backward went
         through: the graph was built before the step, for this step's backward (GF004: build
         it after the step), or it is a tensor of an earlier step read into this step's graph
-        (GF002: make it again in this step). False when it is neither (GF003: a retained
+        (GF002: make it again in this step), read by code that read it in an earlier step too
+        (a loop that reuses it). False when it is neither (GF003: a retained
         graph backpropagated again after a step)."""
         running = self._running
         if running is None:
@@ -460,7 +463,7 @@ class Recorder:
         carried = [
             r
             for r in self._reads.values()
-            if r.tensor_stack in running.older and r.steps_between and not r.freed
+            if r.repeated and r.tensor_stack in running.older and r.steps_between and not r.freed
         ]
         if carried:
             read = carried[0]
