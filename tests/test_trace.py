@@ -172,6 +172,9 @@ CAUSES = {
     # a loss backpropagated twice through one wrapper method (and nn.Embedding's padding_idx
     # initialisation, an in-place write under no_grad, traced on the way)
     "GF003_duplicate_through_wrapper": ("GF003", 21, "line 20"),
+    # a D loss built from the same D(fake) as the G loss, before the G step: reported where
+    # it takes in the graph the G backward freed
+    "GF003_joined_before_step": ("GF003", 15, "line 17"),
 }
 
 

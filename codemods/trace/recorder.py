@@ -87,6 +87,9 @@ class _Backward:
     # an earlier step read into this step's graph).
     reached_before: bool = False
     older: frozenset[Stack] = frozenset()
+    # The first op of this graph found reading a node an earlier backward freed, and the op
+    # that made that node: where this graph takes in the freed one.
+    joined: tuple[Stack, Stack] | None = None
 
 
 @dataclass
@@ -545,12 +548,16 @@ class Recorder:
                 self._on_state_kept(state, earlier)
                 return
             read = reused[0] if reused else None
-            place = read.place if read is not None else here
-            made = _innermost(read.tensor_stack) if read is not None else there
+            place, made = here, there
+            if read is not None:
+                place, made = read.place, _innermost(read.tensor_stack)
+            elif this.joined is not None:
+                place, made = _innermost(this.joined[0]), _innermost(this.joined[1])
             message = (
                 f"Observed at run time: the backward at {there} freed the graph of the tensor "
-                f"made at {made}; an optimizer step ran, then this line reads it again for "
-                f"the backward at {here}, which raises '{_TWICE}'. retain_graph=True would "
+                f"made at {made}, and this line reads it into the graph of the backward at "
+                f"{here}, with an optimizer step or a parameter update between the two "
+                f"backward passes: PyTorch raises '{_TWICE}'. retain_graph=True would "
                 "only turn this into 'modified by an inplace operation' (the step changed "
                 "the weights the graph saved): recompute it after the step (in a GAN, "
                 "`D(fake.detach())`; with SAM, a fresh forward)."
@@ -873,16 +880,20 @@ def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
     made = [m.steps for n in root_nodes if (m := n.metadata.get(_META)) is not None]
     roots_steps = min(made) if made else None
     older: set[Stack] = set()
-    stack, seen = list(root_nodes), {id(n) for n in root_nodes}
+    # Each node with the tagged op above it (the nearest one on the way down).
+    stack: list[tuple[Any, _NodeInfo | None]] = [(n, None) for n in root_nodes]
+    seen = {id(n) for n in root_nodes}
     while stack and len(seen) < _GRAPH_WALK_LIMIT:
-        current = stack.pop()
+        current, above = stack.pop()
         metadata = current.metadata
+        info = metadata.get(_META)
         freed_by = metadata.get(_FREED)
         if freed_by is not None and earlier is None:
             earlier = freed_by
+            if above is not None and info is not None:
+                backward.joined = (above.stack, info.stack)
         if _REACHED in metadata:
             backward.reached_before = True
-        info = metadata.get(_META)
         if info is not None and roots_steps is not None and info.steps < roots_steps:
             older.add(info.stack)
         metadata[_REACHED] = backward
@@ -891,7 +902,7 @@ def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
         for child, _ in current.next_functions:
             if child is not None and id(child) not in seen and not _is_leaf_node(child):
                 seen.add(id(child))
-                stack.append(child)
+                stack.append((child, info or above))
     backward.older = frozenset(older)
     return earlier
 
