@@ -162,6 +162,66 @@ def test_trace_json_names_the_lines_without_changing_the_file(tmp_path: Path) ->
         assert (tmp_path / f"{rule}.py").read_bytes() == before
 
 
+# Failures whose cause decides the rule, each reported (no one edit is right) at the line the
+# fix changes; the twin, written the right way, has no finding.
+CAUSES = {
+    # a critic step before the actor loss's backward, whose graph saved the critic's weights
+    "GF004_step_before_backward": ("GF004", 20, "line 23"),
+    # a generator output of an earlier step read into each later generator step's graph
+    "GF002_updated_after_read": ("GF002", 12, "line 9"),
+    # a loss backpropagated twice through one wrapper method (and nn.Embedding's padding_idx
+    # initialisation, an in-place write under no_grad, traced on the way)
+    "GF003_duplicate_through_wrapper": ("GF003", 21, "line 20"),
+    # a D loss built from the same D(fake) as the G loss, before the G step: reported where
+    # it takes in the graph the G backward freed
+    "GF003_joined_before_step": ("GF003", 15, "line 17"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAUSES))
+def test_a_failure_is_reported_by_its_cause_at_the_line_to_change(
+    case: str, tmp_path: Path
+) -> None:
+    rule, line, other = CAUSES[case]
+    for script in ("before.py", "twin.py"):
+        shutil.copy(CASES / case / script, tmp_path / script)
+    completed = _trace("--format", "json", "before.py", cwd=tmp_path)
+    assert completed.returncode == 1, completed.stderr
+    (finding,) = json.loads(completed.stdout)
+    assert (finding["rule"], finding["line"], finding["tier"]) == (rule, line, "report")
+    assert other in finding["message"]
+    _trace("--fix", "before.py", cwd=tmp_path)
+    assert (tmp_path / "before.py").read_bytes() == (CASES / case / "before.py").read_bytes()
+    twin = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert twin.returncode == 0 and json.loads(twin.stdout) == [], twin.stdout + twin.stderr
+
+
+def test_a_tensor_read_once_after_a_step_is_a_step_between_two_backward_passes(
+    tmp_path: Path,
+) -> None:
+    # Unlike the generator loop of GF002_updated_after_read, no code reads `X` again in a
+    # later step: the step between its two backward passes is the bug (GF003).
+    shutil.copy(CASES / "GF002_updated_after_read" / "read_once.py", tmp_path / "train.py")
+    completed = _trace("--format", "json", "train.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF003", 13, "report")]
+
+
+def test_a_tensor_of_an_earlier_step_does_not_make_a_second_backward_a_report(
+    tmp_path: Path,
+) -> None:
+    # `mu` was made before the critic's step, but no step runs between the two backward
+    # passes over it: retain_graph=True on the first is the fix. With a step between them
+    # (the twin), it is a report.
+    case = CASES / "GF003_no_step_between"
+    for script in ("before.py", "twin.py"):
+        shutil.copy(case / script, tmp_path / script)
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    assert "before.py:20: GF003 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
+    twin = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert _findings(twin) == [("GF003", 22, "report")]
+
+
 def test_an_exception_of_the_scripts_own_is_reported_as_such(tmp_path: Path) -> None:
     script = tmp_path / "broken.py"
     script.write_text("import torch\nraise ValueError('bad config')\n", encoding="utf-8")

@@ -29,7 +29,15 @@ from codemods.rules.base import Rewrite
 from codemods.rules.edits import calling
 from codemods.trace.observations import Kind, Observation
 
-_REPORTS = {Kind.STATE_KEPT, Kind.DUPLICATE, Kind.STEP_BETWEEN, Kind.REUSED_AFTER_STEP, Kind.FAILED}
+_REPORTS = {
+    Kind.STATE_KEPT,
+    Kind.DUPLICATE,
+    Kind.STEP_BETWEEN,
+    Kind.REUSED_AFTER_STEP,
+    Kind.UPDATED_AFTER_READ,
+    Kind.STEP_BEFORE_BACKWARD,
+    Kind.FAILED,
+}
 
 
 @dataclass

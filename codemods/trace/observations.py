@@ -27,7 +27,12 @@ class Kind(str, Enum):
     DUPLICATE = "duplicate"  # GF003: the same loss backpropagated twice
     STEP_BETWEEN = "step-between"  # GF003: a parameter update between two backward passes
     REUSED_AFTER_STEP = "reused-after-step"  # GF003: a freed output read after a step
+    # GF002: a tensor of an earlier step read into a new graph after a step changed weights
+    # its graph saved
+    UPDATED_AFTER_READ = "updated-after-read"
     INPLACE = "inplace"  # GF004: an in-place write to a tensor autograd saved
+    # GF004: an optimizer step changed a weight a graph saved before its first backward
+    STEP_BEFORE_BACKWARD = "step-before-backward"
     FAILED = "failed"  # GF003/GF004: the script raised the error, its cause unseen
 
 

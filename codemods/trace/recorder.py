@@ -82,6 +82,14 @@ class _Backward:
     parameter_writes: int  # the recorder's count when it ran
     retains: bool
     roots: tuple[int, ...]  # ids of the root nodes
+    # Filled in by `_mark`: whether an earlier backward went through part of this graph, and
+    # the stacks of the ops made in an earlier optimizer step than the roots were (a tensor of
+    # an earlier step read into this step's graph).
+    reached_before: bool = False
+    older: frozenset[Stack] = frozenset()
+    # The first op of this graph found reading a node an earlier backward freed, and the op
+    # that made that node: where this graph takes in the freed one.
+    joined: tuple[Stack, Stack] | None = None
 
 
 @dataclass
@@ -120,6 +128,7 @@ class _Read:
     addition: bool
     loop_carried: bool  # the code that made it ran again before this read
     holders: frozenset[str]  # the reading frame's names and `self.x` that hold the tensor
+    repeated: bool  # the same code read it before, in an earlier step than this read
     state: str | None  # `Class.attribute` holding it, for a read the same code repeats
 
 
@@ -159,6 +168,7 @@ class Recorder:
     # cause; when not, the runner reports it where it was raised.
     explained_error: bool = False
     parameter_writes: int = 0  # in-place writes to leaves that require grad (any update)
+    _running: _Backward | None = None  # the backward running now
 
     # -- installing ---------------------------------------------------------------------------
     @contextmanager
@@ -218,13 +228,17 @@ class Recorder:
             return self._backward(func, args, kwargs, stack)
         self._stack_now = stack
         # The inputs' nodes before the call: an in-place op gives its tensor a new one.
-        inputs = [(t, t.grad_fn) for t in _tensors((args, kwargs))] if stack else []
+        # Under no_grad an op builds no graph (and reading `grad_fn` of a view made there and
+        # written in place raises).
+        graph = bool(stack) and torch.is_grad_enabled()
+        inputs = [(t, t.grad_fn) for t in _tensors((args, kwargs))] if graph else []
         result = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if stack:
             ran_before = self._site_boundary.get(stack, -1)
             self._site_boundary[stack] = self.boundary
-            self._tag_outputs(result, inputs, stack, frames, name, ran_before)
+            if graph:
+                self._tag_outputs(result, inputs, stack, frames, name, ran_before)
             written = _written(name, args, kwargs)
             if written:
                 self._on_writes(written, stack, _inplace_module(sys._getframe(2)))
@@ -295,6 +309,7 @@ class Recorder:
             addition=name in _ADDITIONS,
             loop_carried=self._loop_carried(info.stack, stack, info.boundary),
             holders=holders,
+            repeated=repeated,
             state=_attribute_holding(tensor) if repeated else None,
         )
 
@@ -353,7 +368,7 @@ class Recorder:
         as part of the forward (an embedding lookup renormalising its weight): no update, and
         the saved tensor's names at the op that saved it are kept for the fix there."""
         for tensor in written:
-            parameter = tensor.is_leaf and tensor.requires_grad and op_frames is None
+            parameter = _is_parameter(tensor) and op_frames is None
             if parameter:
                 self.parameter_writes += 1
             records = self._saved.get(_storage(tensor))
@@ -402,6 +417,8 @@ class Recorder:
             if any(r.loop_carried for r in self._reads.values()):
                 self.explained_error = True
                 return  # a carried graph met the updated weights: the carried read says so
+            if self._on_updated_before_backward(record, write):
+                return
             message = (
                 f"Observed at run time: this parameter update changes a weight that the graph "
                 f"saved at {saved_at} still needs, and a later backward goes through that "
@@ -433,6 +450,53 @@ class Recorder:
         facts = frozenset({f"module:{write.module_class}"} if write.module_class else ())
         self._observe(Observation("GF004", Kind.INPLACE, place, message, facts, raised=True))
 
+    def _on_updated_before_backward(self, record: _Saved, write: _Write) -> bool:
+        """An optimizer step changed a weight saved by a graph that no earlier backward went
+        through: the graph was built before the step, for this step's backward (GF004: build
+        it after the step), or it is a tensor of an earlier step read into this step's graph
+        (GF002: make it again in this step), read by code that read it in an earlier step too
+        (a loop that reuses it). False when it is neither (GF003: a retained
+        graph backpropagated again after a step)."""
+        running = self._running
+        if running is None:
+            return False
+        saved_at = _innermost(record.stack)
+        stepped_at = _diverging(write.stack, record.stack)
+        backward_at = _diverging(running.stack, write.stack)
+        carried = [
+            r
+            for r in self._reads.values()
+            if r.repeated and r.tensor_stack in running.older and r.steps_between and not r.freed
+        ]
+        if carried:
+            read = carried[0]
+            made = _diverging(read.tensor_stack, read.reader_stack)
+            message = (
+                f"Observed at run time: the tensor made at {made} in an earlier training step "
+                f"is read here into this step's graph; the optimizer step at {stepped_at} has "
+                f"since changed a weight its graph saved at {saved_at}, so the backward at "
+                f"{backward_at} raises 'modified by an inplace operation'. "
+                "retain_graph=True is no fix, and `.detach()` here would stop the gradient "
+                "this backward needs: make the tensor again in this step (a fresh forward with "
+                "the current weights)."
+            )
+            self._observe(
+                Observation("GF002", Kind.UPDATED_AFTER_READ, read.place, message, raised=True)
+            )
+            return True
+        if running.reached_before:
+            return False
+        place = _diverging(record.stack, write.stack)
+        message = (
+            f"Observed at run time: the graph built here saves a weight (at {saved_at}) that "
+            f"the optimizer step at {stepped_at} changes in place before the backward at "
+            f"{backward_at} goes through it: PyTorch raises 'modified by an "
+            "inplace operation'. Build this graph after that step (move this line below it), "
+            "or step only after every backward that needs the old weights."
+        )
+        self._observe(Observation("GF004", Kind.STEP_BEFORE_BACKWARD, place, message, raised=True))
+        return True
+
     # -- backward ------------------------------------------------------------------------------
     def _backward(self, func: Callable, args: tuple, kwargs: dict, stack: Stack) -> Any:
         roots, retains = _backward_arguments(func, args, kwargs)
@@ -440,12 +504,15 @@ class Recorder:
         roots_ids = tuple(id(n) for n in root_nodes)
         this = _Backward(stack, self.steps, self.parameter_writes, retains, roots_ids)
         earlier = _mark(root_nodes, this)
+        outer, self._running = self._running, this
         try:
             result = func(*args, **kwargs)
         except RuntimeError as error:
             if _TWICE in str(error) and earlier is not None:
                 self._on_freed(this, earlier, root_nodes)
             raise
+        finally:
+            self._running = outer
         self.boundary += 1
         return result
 
@@ -456,31 +523,41 @@ class Recorder:
             self.explained_error = True
             return  # a graph carried across steps: the carried read is the finding
         if set(this.roots) & set(earlier.roots):
+            # Where the two calls part: a wrapper's `loss.backward()` is one line for both.
+            again = _diverging(this.stack, earlier.stack)
             message = (
                 f"Observed at run time: this backward runs again over the loss the backward "
-                f"at {there} already backpropagated, whose graph it freed: PyTorch raises "
-                f"'{_TWICE}'. retain_graph=True would only add the same gradients twice: "
-                "restructure so that each loss is backpropagated once (remove the duplicate "
-                "backward)."
+                f"at {_diverging(earlier.stack, this.stack)} already backpropagated, whose "
+                f"graph it freed: PyTorch raises '{_TWICE}'. retain_graph=True would only add "
+                "the same gradients twice: restructure so that each loss is backpropagated "
+                "once (remove the duplicate backward)."
             )
-            self._observe(Observation("GF003", Kind.DUPLICATE, here, message, raised=True))
+            self._observe(Observation("GF003", Kind.DUPLICATE, again, message, raised=True))
             return
-        reused = [
-            r for r in self._reads.values() if r.freed and r.steps_between and not r.loop_carried
-        ]
+        # Only a step or an update between the two backward passes makes retain_graph=True
+        # no fix (a tensor made before an earlier step proves nothing about these two).
         updated = this.parameter_writes != earlier.parameter_writes
-        if reused or this.steps != earlier.steps or updated:
+        if this.steps != earlier.steps or updated:
+            reused = [
+                r
+                for r in self._reads.values()
+                if r.freed and r.steps_between and not r.loop_carried
+            ]
             state = next((r for r in reused if r.state is not None), None)
             if state is not None:
                 self._on_state_kept(state, earlier)
                 return
             read = reused[0] if reused else None
-            place = read.place if read is not None else here
-            made = _innermost(read.tensor_stack) if read is not None else there
+            place, made = here, there
+            if read is not None:
+                place, made = read.place, _innermost(read.tensor_stack)
+            elif this.joined is not None:
+                place, made = _innermost(this.joined[0]), _innermost(this.joined[1])
             message = (
                 f"Observed at run time: the backward at {there} freed the graph of the tensor "
-                f"made at {made}; an optimizer step ran, then this line reads it again for "
-                f"the backward at {here}, which raises '{_TWICE}'. retain_graph=True would "
+                f"made at {made}, and this line reads it into the graph of the backward at "
+                f"{here}, with an optimizer step or a parameter update between the two "
+                f"backward passes: PyTorch raises '{_TWICE}'. retain_graph=True would "
                 "only turn this into 'modified by an inplace operation' (the step changed "
                 "the weights the graph saved): recompute it after the step (in a GAN, "
                 "`D(fake.detach())`; with SAM, a fresh forward)."
@@ -708,6 +785,13 @@ def _written(name: str, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return written
 
 
+def _is_parameter(tensor: torch.Tensor) -> bool:
+    """A leaf that requires grad, or a view of one (`weight[i]`: `is_leaf` of a view made
+    under no_grad and written in place raises)."""
+    base = tensor._base if tensor._is_view() else tensor
+    return base is not None and base.is_leaf and base.requires_grad
+
+
 def _renormalised(func: Callable, args: tuple, kwargs: dict) -> torch.Tensor | None:
     """The weight an embedding lookup with `max_norm` renormalises in place. The write happens
     inside `F.embedding` (`torch.embedding_renorm_` on a detached alias), below the mode, so
@@ -790,23 +874,36 @@ def _is_leaf_node(node: Any) -> bool:
 
 
 def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
-    """Mark the nodes `backward` goes through; the earlier backward that freed one of them,
-    if any."""
+    """Mark the nodes `backward` goes through, noting on it what `_mark` fills in; the
+    earlier backward that freed one of them, if any."""
     earlier = None
-    stack, seen = list(root_nodes), {id(n) for n in root_nodes}
+    made = [m.steps for n in root_nodes if (m := n.metadata.get(_META)) is not None]
+    roots_steps = min(made) if made else None
+    older: set[Stack] = set()
+    # Each node with the tagged op above it (the nearest one on the way down).
+    stack: list[tuple[Any, _NodeInfo | None]] = [(n, None) for n in root_nodes]
+    seen = {id(n) for n in root_nodes}
     while stack and len(seen) < _GRAPH_WALK_LIMIT:
-        current = stack.pop()
+        current, above = stack.pop()
         metadata = current.metadata
+        info = metadata.get(_META)
         freed_by = metadata.get(_FREED)
         if freed_by is not None and earlier is None:
             earlier = freed_by
+            if above is not None and info is not None:
+                backward.joined = (above.stack, info.stack)
+        if _REACHED in metadata:
+            backward.reached_before = True
+        if info is not None and roots_steps is not None and info.steps < roots_steps:
+            older.add(info.stack)
         metadata[_REACHED] = backward
         if not backward.retains and freed_by is None:
             metadata[_FREED] = backward
         for child, _ in current.next_functions:
             if child is not None and id(child) not in seen and not _is_leaf_node(child):
                 seen.add(id(child))
-                stack.append(child)
+                stack.append((child, info or above))
+    backward.older = frozenset(older)
     return earlier
 
 
@@ -844,6 +941,16 @@ def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
 
 def _innermost(stack: Stack) -> Place:
     return stack[-1] if stack else Place("<unknown>", 0)
+
+
+def _diverging(stack: Stack, other: Stack) -> Place:
+    """The frame of `stack` where it leaves `other`'s path: the line, in the function both
+    ran in, that led to `stack`'s op (`loss = compute()` when `other` is a later `step()` in
+    the same function); the innermost frame when `stack` does not leave it."""
+    for place, other_place in zip(stack, other, strict=False):
+        if place != other_place:
+            return place
+    return _innermost(stack)
 
 
 def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place, frozenset[str]]:
