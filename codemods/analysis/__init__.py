@@ -12,6 +12,7 @@ import ast
 import io
 import tokenize
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,8 @@ class FileAnalysis:
         self._grad_enabled: dict[ast.AST, bool] = {}
         self._loop_entry: dict[ast.AST, Env] = {}
         self._call_args: dict[Function, list[list[Value]]] = {}
+        # the grad modes the calls of each function the interpreter followed ran in
+        self._call_grads: dict[Function, set[bool]] = {}
         # The classes of the objects each method of the file is called on (`model.step()` on
         # a subclass instance runs the base's method with `self` of the subclass).
         self._receiver_classes: dict[Function, set[str | None]] = {}
@@ -498,6 +501,12 @@ class FileAnalysis:
             return Kind.MODULE
         return Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
 
+    def instance(self, class_name: str) -> Value:
+        """An instance of the file's class `class_name`, knowing the file's classes it
+        derives from."""
+        bases = tuple(self.lineage(class_name)[1:])
+        return Value(Grad.FREE, self.instance_kind(class_name), cls=class_name, bases=bases)
+
     def _derives_from(self, class_name: str, is_base: Callable[[str | None], bool]) -> bool:
         """Whether the class, or one of the file's classes it derives from, names a base
         `is_base` accepts (`torch.nn.Module`, `torch.optim.Optimizer`, ...)."""
@@ -632,7 +641,13 @@ class FileAnalysis:
             self._member_value,
             grad,
             self._class_body_names(scope),
+            self._holds_modules(scope),
         )
+
+    def _holds_modules(self, scope: ScopeNode) -> bool:
+        """Whether `scope` is a method of a subclass of `nn.ModuleDict`."""
+        info = self.class_of(scope)
+        return info is not None and self._derives_from(info.name, _is_module_dict)
 
     def _class_body_names(self, scope: ScopeNode) -> frozenset[str]:
         """The names the class bodies of `scope`'s class and its bases in the file bind:
@@ -713,15 +728,39 @@ class FileAnalysis:
         # What that pass passed on is not yet known (`super().__init__(net, printer)` with
         # parameters no caller filled): every call is interpreted again below.
         self._call_args.clear()
+        self._call_grads.clear()
         self._receiver_classes.clear()
         self._interpret_scope(self.module, {}, True)
-        for function in self._callers_first():
-            grad = not self.grad_disabled_by_decorator(function)
-            self._interpret_scope(
-                function,
-                self._parameter_env(function),
-                grad and not self._called_only_without_grad(function),
-            )
+        ordered = self._callers_first()
+        interpreted_with: dict[Function, tuple[Env, bool]] = {}
+        for function in ordered:
+            interpreted_with[function] = self._interpret_function(function)
+        # A method called through an instance (`m(preds, target)` runs `Metric.forward`) has
+        # callers the order above cannot see by name; once, it runs again with what they
+        # passed, and in the grad mode they called it in, when that differs.
+        for function in ordered:
+            if self._calling_context(function) != interpreted_with[function]:
+                self._interpret_function(function)
+
+    def _interpret_function(self, function: Function) -> tuple[Env, bool]:
+        """Interprets `function` with what its callers pass; returns that environment and
+        the grad mode it ran in."""
+        env, grad = self._calling_context(function)
+        self._interpret_scope(function, dict(env), grad)
+        return env, grad
+
+    def _calling_context(self, function: Function) -> tuple[Env, bool]:
+        """What `function`'s callers pass it, and whether grad is enabled in it: not when a
+        decorator disables it, nor when every call of it runs under `no_grad` (by name, or
+        as the interpreter followed them: `with torch.no_grad(): self.metrics(logits, y)`
+        runs each metric's `forward`)."""
+        modes = self._call_grads.get(function, set())
+        grad = (
+            not self.grad_disabled_by_decorator(function)
+            and not self._called_only_without_grad(function)
+            and modes != {False}
+        )
+        return self._parameter_env(function), grad
 
     def _called_only_without_grad(self, function: Function) -> bool:
         """Whether every call of `function` in the file runs under `no_grad` (a helper of an
@@ -761,7 +800,7 @@ class FileAnalysis:
         functions = [n for n in self.index.enclosing_function if isinstance(n, FUNCTION_TYPES)]
         callers: dict[Function, set[ScopeNode]] = {}
         for function in functions:
-            calls = self.index.calls_by_name.get(function.name, [])
+            calls = self._calls_of(function)
             callers[function] = {self.scope_of(call) for call in calls} - {function}
         ordered: list[Function] = []
         done: set[ScopeNode] = {self.module}
@@ -773,6 +812,21 @@ class FileAnalysis:
             done.add(ready)
         return ordered
 
+    def _calls_of(self, function: Function) -> list[ast.Call]:
+        """The calls that may run `function`, by name; a constructor runs on a call of its
+        class or of a subclass (`Collection(metrics)`), or on a subclass's
+        `super().__init__(...)`, not on every `__init__` call of the file."""
+        info = self.class_of(function)
+        if function.name != "__init__" or info is None:
+            return self.index.calls_by_name.get(function.name, [])
+        subclasses = [name for name in self.index.classes if info.name in self.lineage(name)]
+        calls = [call for name in subclasses for call in self.index.calls_by_name.get(name, [])]
+        for call in self.index.calls_by_name.get("__init__", []):
+            caller = self.class_of(self.scope_of(call))
+            if caller is not None and caller.name != info.name and caller.name in subclasses:
+                calls.append(call)
+        return calls
+
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
         info = self.class_of(function)
@@ -782,7 +836,7 @@ class FileAnalysis:
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
             for param in receiver:
-                env[param.arg] = Value(Grad.FREE, kind, cls=own)
+                env[param.arg] = replace(self.instance(own), kind=kind)
             for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         calls = self._call_args.get(function, [])
@@ -793,6 +847,22 @@ class FileAnalysis:
                 value = passed if value is None else value.join(passed)
             env[param.arg] = value if value is not None else UNKNOWN
         return env
+
+    def _overrides_value(
+        self, node: ast.Call, class_name: str, args: list[Value], grad: bool, method: str
+    ) -> Value | None:
+        """A method the class leaves to its subclasses (`self.score(...)` in a base `Metric`
+        whose subclasses each define `score`): what any of the file's overrides returns,
+        None when the file defines none."""
+        result: Value | None = None
+        for subclass in self.index.classes.values():
+            if method not in subclass.methods or class_name not in self.lineage(subclass.name):
+                continue
+            value = self._call_value(node, self.instance(subclass.name), args, grad, method)
+            if value is None:
+                return None
+            result = value if result is None else result.join(value)
+        return result
 
     def _receiver_class(self, function: Function, defining: str) -> str:
         """The class `self` has in `function`, a method of `defining`: the one subclass of the
@@ -831,12 +901,11 @@ class FileAnalysis:
             # `LIFState(z=z, v=v, i=i)`: a tuple of what it is given, that knows its class
             return Value(Grad.FREE, Kind.TUPLE, element=joined_grad(args), cls=callee.cls)
         if callee.kind is Kind.CLASS and callee.cls is not None:
-            kind = self.instance_kind(callee.cls)
             init = self.index.classes[callee.cls].methods.get("__init__")
             if init is not None and not has_star(node):
                 positional = args[: len(node.args)]
                 self._call_args.setdefault(init, []).append(positional)
-            return Value(Grad.FREE, kind, cls=callee.cls)
+            return self.instance(callee.cls)
         function: Function | None
         receiver: Value | None = None
         if method is None and callee.kind is Kind.OBJECT and callee.cls is not None:
@@ -852,10 +921,13 @@ class FileAnalysis:
                 function = next((candidate for candidate in found if candidate), None)
         else:
             function = self.function_named(callee)
+        if function is None and receiver is not None and named is None and info is not None:
+            return self._overrides_value(node, info.name, args, grad, method)  # type: ignore[arg-type]
         if function is None or has_star(node):
             return None
         positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
+        self._call_grads.setdefault(function, set()).add(grad)
         if receiver is not None and self.class_of(function) is not None:
             self._receiver_classes.setdefault(function, set()).add(receiver.cls)
         if receiver is None and len(args) == 1 and function.name in self.detaching_helpers:
@@ -952,7 +1024,21 @@ def _skip_forward(source: str, offset: int) -> int:
 
 
 def _is_module_base(name: str | None) -> bool:
-    return name in ("torch.nn.Module", "torch.nn.modules.module.Module")
+    return name in _MODULE_BASES
+
+
+# Subclassing these makes a module: calling an instance runs its `forward`.
+_MODULE_BASES = frozenset(
+    {
+        "torch.nn.Module",
+        "torch.nn.modules.module.Module",
+        "torch.nn.ModuleDict",
+    }
+)
+
+
+def _is_module_dict(name: str | None) -> bool:
+    return name == "torch.nn.ModuleDict"
 
 
 def _is_optimizer_base(name: str | None) -> bool:
