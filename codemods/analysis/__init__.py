@@ -739,6 +739,8 @@ class FileAnalysis:
         # callers the order above cannot see by name; once, it runs again with what they
         # passed, and in the grad mode they called it in, when that differs.
         for function in ordered:
+            if self._calls_of(function):
+                continue
             if self._calling_context(function) != interpreted_with[function]:
                 self._interpret_function(function)
 
