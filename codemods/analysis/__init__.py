@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,8 @@ class FileAnalysis:
         self._grad_enabled: dict[ast.AST, bool] = {}
         self._loop_entry: dict[ast.AST, Env] = {}
         self._call_args: dict[Function, list[list[Value]]] = {}
+        # the grad modes the calls of each function the interpreter followed ran in
+        self._call_grads: dict[Function, set[bool]] = {}
         # The classes of the objects each method of the file is called on (`model.step()` on
         # a subclass instance runs the base's method with `self` of the subclass).
         self._receiver_classes: dict[Function, set[str | None]] = {}
@@ -78,6 +81,7 @@ class FileAnalysis:
         self._class_env: dict[str, Env] = {}
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
+        self._lineages: dict[str, tuple[str, ...]] = {}
         self._readers: dict[tuple[str | None, bool], Interpreter] = {}
         self._interpreted = False  # every scope has run: module and class facts are final
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
@@ -476,8 +480,14 @@ class FileAnalysis:
         forward = outer.methods.get("forward")
         return forward is not None and any(self.scope_of(call) is forward for call in calls)
 
-    def lineage(self, class_name: str) -> list[str]:
+    def lineage(self, class_name: str) -> Sequence[str]:
         """The class and the file's own classes it derives from, nearest first."""
+        known = self._lineages.get(class_name)
+        if known is None:
+            known = self._lineages[class_name] = tuple(self._bases_of(class_name))
+        return known
+
+    def _bases_of(self, class_name: str) -> list[str]:
         found: list[str] = []
         pending = [class_name]
         while pending:
@@ -517,6 +527,12 @@ class FileAnalysis:
         if self.is_module_class(class_name):
             return Kind.MODULE
         return Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
+
+    def instance(self, class_name: str) -> Value:
+        """An instance of the file's class `class_name`, knowing the file's classes it
+        derives from."""
+        bases = tuple(self.lineage(class_name)[1:])
+        return Value(Grad.FREE, self.instance_kind(class_name), cls=class_name, bases=bases)
 
     def _derives_from(self, class_name: str, is_base: Callable[[str | None], bool]) -> bool:
         """Whether the class, or one of the file's classes it derives from, names a base
@@ -652,7 +668,13 @@ class FileAnalysis:
             self._member_value,
             grad,
             self._class_body_names(scope),
+            self._holds_modules(scope),
         )
+
+    def _holds_modules(self, scope: ScopeNode) -> bool:
+        """Whether `scope` is a method of a subclass of `nn.ModuleDict`."""
+        info = self.class_of(scope)
+        return info is not None and self._derives_from(info.name, _is_module_dict)
 
     def _class_body_names(self, scope: ScopeNode) -> frozenset[str]:
         """The names the class bodies of `scope`'s class and its bases in the file bind:
@@ -733,15 +755,47 @@ class FileAnalysis:
         # What that pass passed on is not yet known (`super().__init__(net, printer)` with
         # parameters no caller filled): every call is interpreted again below.
         self._call_args.clear()
+        self._call_grads.clear()
         self._receiver_classes.clear()
         self._interpret_scope(self.module, {}, True)
-        for function in self._callers_first():
-            grad = not self.grad_disabled_by_decorator(function)
-            self._interpret_scope(
-                function,
-                self._parameter_env(function),
-                grad and not self._called_only_without_grad(function),
-            )
+        ordered = self._callers_first()
+        interpreted_with: dict[Function, tuple[tuple[Value, ...], bool]] = {}
+        for function in ordered:
+            interpreted_with[function] = self._interpret_function(function)
+        # A method called through an instance (`m(preds, target)` runs `Metric.forward`) has
+        # callers the order above cannot see by name; once, it runs again with what they
+        # passed, and in the grad mode they called it in, when that differs. Attributes of
+        # `self` that later methods bound do not count: rerunning every `forward` of a model
+        # library for them doubled the analysis and changed no finding.
+        for function in ordered:
+            if self._calls_of(function):
+                continue
+            env, grad = self._calling_context(function)
+            if (self._passed(function, env), grad) != interpreted_with[function]:
+                self._interpret_function(function)
+
+    def _interpret_function(self, function: Function) -> tuple[tuple[Value, ...], bool]:
+        """Interprets `function` with what its callers pass; returns the values of its
+        parameters and the grad mode it ran in."""
+        env, grad = self._calling_context(function)
+        self._interpret_scope(function, dict(env), grad)
+        return self._passed(function, env), grad
+
+    def _passed(self, function: Function, env: Env) -> tuple[Value, ...]:
+        return tuple(env.get(param.arg, UNKNOWN) for param in self.passed_parameters(function))
+
+    def _calling_context(self, function: Function) -> tuple[Env, bool]:
+        """What `function`'s callers pass it, and whether grad is enabled in it: not when a
+        decorator disables it, nor when every call of it runs under `no_grad` (by name, or
+        as the interpreter followed them: `with torch.no_grad(): self.metrics(logits, y)`
+        runs each metric's `forward`)."""
+        modes = self._call_grads.get(function, set())
+        grad = (
+            not self.grad_disabled_by_decorator(function)
+            and not self._called_only_without_grad(function)
+            and modes != {False}
+        )
+        return self._parameter_env(function), grad
 
     def _called_only_without_grad(self, function: Function) -> bool:
         """Whether every call of `function` in the file runs under `no_grad` (a helper of an
@@ -785,14 +839,7 @@ class FileAnalysis:
                 owners.setdefault(method, []).append(info)
         callers: dict[Function, set[ScopeNode]] = {}
         for function in functions:
-            calls = self.index.calls_by_name.get(function.name, [])
-            if function.name == "__init__" and function in owners:
-                # Run by building an instance (`Trainer(...)`, also of a subclass that
-                # inherits it) and by a subclass's `super().__init__(...)`.
-                classes = {info.name for info in owners[function]}
-                calls = [c for c in calls if self._in_subclass_of(c, classes)] + [
-                    call for name in classes for call in self.index.calls_by_name.get(name, [])
-                ]
+            calls = self._calls_of(function)
             callers[function] = {self.scope_of(call) for call in calls} - {function}
             if function.name != "__init__":
                 # A method reads what the constructors of the classes it runs on bind.
@@ -811,10 +858,20 @@ class FileAnalysis:
             done.add(ready)
         return ordered
 
-    def _in_subclass_of(self, node: ast.AST, classes: set[str]) -> bool:
-        """Whether `node` is in a method of a class derived from one of `classes`."""
-        info = self.class_of(self.scope_of(node))
-        return info is not None and not classes.isdisjoint(self.lineage(info.name)[1:])
+    def _calls_of(self, function: Function) -> list[ast.Call]:
+        """The calls that may run `function`, by name; a constructor runs on a call of its
+        class or of a subclass (`Collection(metrics)`), or on a subclass's
+        `super().__init__(...)`, not on every `__init__` call of the file."""
+        info = self.class_of(function)
+        if function.name != "__init__" or info is None:
+            return self.index.calls_by_name.get(function.name, [])
+        subclasses = [name for name in self.index.classes if info.name in self.lineage(name)]
+        calls = [call for name in subclasses for call in self.index.calls_by_name.get(name, [])]
+        for call in self.index.calls_by_name.get("__init__", []):
+            caller = self.class_of(self.scope_of(call))
+            if caller is not None and caller.name != info.name and caller.name in subclasses:
+                calls.append(call)
+        return calls
 
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
@@ -825,7 +882,7 @@ class FileAnalysis:
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
             for param in receiver:
-                env[param.arg] = Value(Grad.FREE, kind, cls=own)
+                env[param.arg] = replace(self.instance(own), kind=kind)
             for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         calls = self._call_args.get(function, [])
@@ -836,6 +893,22 @@ class FileAnalysis:
                 value = passed if value is None else value.join(passed)
             env[param.arg] = value if value is not None else UNKNOWN
         return env
+
+    def _overrides_value(
+        self, node: ast.Call, class_name: str, args: list[Value], grad: bool, method: str
+    ) -> Value | None:
+        """A method the class leaves to its subclasses (`self.score(...)` in a base `Metric`
+        whose subclasses each define `score`): what any of the file's overrides returns,
+        None when the file defines none."""
+        result: Value | None = None
+        for subclass in self.index.classes.values():
+            if method not in subclass.methods or class_name not in self.lineage(subclass.name):
+                continue
+            value = self._call_value(node, self.instance(subclass.name), args, grad, method)
+            if value is None:
+                return None
+            result = value if result is None else result.join(value)
+        return result
 
     def _receiver_class(self, function: Function, defining: str) -> str:
         """The class `self` has in `function`, a method of `defining`: the one subclass of the
@@ -874,12 +947,11 @@ class FileAnalysis:
             # `LIFState(z=z, v=v, i=i)`: a tuple of what it is given, that knows its class
             return Value(Grad.FREE, Kind.TUPLE, element=joined_grad(args), cls=callee.cls)
         if callee.kind is Kind.CLASS and callee.cls is not None:
-            kind = self.instance_kind(callee.cls)
             init = self.index.classes[callee.cls].methods.get("__init__")
             if init is not None and not has_star(node):
                 positional = args[: len(node.args)]
                 self._call_args.setdefault(init, []).append(positional)
-            return Value(Grad.FREE, kind, cls=callee.cls)
+            return self.instance(callee.cls)
         function: Function | None
         receiver: Value | None = None
         if method is None and callee.kind is Kind.OBJECT and callee.cls is not None:
@@ -895,10 +967,13 @@ class FileAnalysis:
                 function = next((candidate for candidate in found if candidate), None)
         else:
             function = self.function_named(callee)
+        if function is None and receiver is not None and named is None and info is not None:
+            return self._overrides_value(node, info.name, args, grad, method)  # type: ignore[arg-type]
         if function is None or has_star(node):
             return None
         positional = args[: len(node.args)]
         self._call_args.setdefault(function, []).append(positional)
+        self._call_grads.setdefault(function, set()).add(grad)
         if receiver is not None and self.class_of(function) is not None:
             self._receiver_classes.setdefault(function, set()).add(receiver.cls)
         if receiver is None and len(args) == 1 and function.name in self.detaching_helpers:
@@ -995,7 +1070,21 @@ def _skip_forward(source: str, offset: int) -> int:
 
 
 def _is_module_base(name: str | None) -> bool:
-    return name in ("torch.nn.Module", "torch.nn.modules.module.Module")
+    return name in _MODULE_BASES
+
+
+# Subclassing these makes a module: calling an instance runs its `forward`.
+_MODULE_BASES = frozenset(
+    {
+        "torch.nn.Module",
+        "torch.nn.modules.module.Module",
+        "torch.nn.ModuleDict",
+    }
+)
+
+
+def _is_module_dict(name: str | None) -> bool:
+    return name == "torch.nn.ModuleDict"
 
 
 def _is_optimizer_base(name: str | None) -> bool:

@@ -25,6 +25,9 @@ from codemods.analysis.values import (
 )
 
 Env = dict[str, Value]  # keys: local names and `self.<attribute>` paths
+# The key under which an `nn.ModuleDict` subclass's own entries are tracked, as an attribute
+# no source can spell: `super().__init__(metrics)` stores them, `self.items()` reads them.
+MODULE_ENTRIES = "<entries>"
 
 # Parameters called like this are probably losses; only the unsafe tier may act on that.
 CONVENTIONAL_CRITERIA = frozenset({"criterion", "loss_fn", "loss_func", "loss_function"})
@@ -153,6 +156,8 @@ class Interpreter:
         # names the class body (of the scope's class and the file's classes it derives
         # from) binds: `self.<name>` may read them when no method bound it
         class_attributes: frozenset[str] = frozenset(),
+        # the scope is a method of a subclass of `nn.ModuleDict`
+        holds_modules: bool = False,
     ) -> None:
         self.qualify = qualify
         self.call_value = call_value
@@ -162,6 +167,7 @@ class Interpreter:
         self.member_value = member_value
         self.initial_grad_enabled = grad_enabled
         self.class_attributes = class_attributes
+        self.holds_modules = holds_modules
         self.facts = ScopeFacts()
 
     # -- statements -------------------------------------------------------------------
@@ -353,6 +359,19 @@ class Interpreter:
         """Calls run for their effect: list appends, in-place detaches, backward evidence."""
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
             method = value.func.attr
+            if (
+                self.holds_modules
+                and method == "__init__"
+                and super_class(value.func) is not None
+                and len(value.args) == 1
+                and not value.keywords
+                and type(value.args[0]) is not ast.Starred
+            ):
+                # `super().__init__(modules)` of an `nn.ModuleDict`: its entries are those
+                entries = self.value(value.args[0], env, grad)
+                if entries.kind is not Kind.DICT:
+                    entries = Value(Grad.FREE, Kind.DICT, element=Grad.UNKNOWN)
+                return {**env, f"self.{MODULE_ENTRIES}": entries}
             key = target_key(value.func.value)
             if key is not None and key in env:
                 receiver = env[key]
@@ -473,7 +492,7 @@ class Interpreter:
                 return container_of(Kind.LIST, items, unpacked=starred)
             parts = None if starred else tuple(items)
             return replace(container_of(Kind.TUPLE, items, unpacked=starred), parts=parts)
-        if kind is ast.ListComp or kind is ast.GeneratorExp:
+        if kind is ast.ListComp or kind is ast.GeneratorExp or kind is ast.DictComp:
             return self.comprehension(node, env, grad)  # type: ignore[arg-type]
         if kind is ast.Dict:
             keys = node.keys  # type: ignore[attr-defined]
@@ -502,14 +521,25 @@ class Interpreter:
             return self.tensor_result(container.grad, grad)
         return UNKNOWN
 
-    def comprehension(self, node: ast.ListComp | ast.GeneratorExp, env: Env, grad: bool) -> Value:
+    def comprehension(
+        self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, env: Env, grad: bool
+    ) -> Value:
         """`[crit(o, t) for o, t in pairs]`: a list whose elements are what `elt` gives, with
-        each `for` target bound to an element of its iterable (unknown when it is not known)."""
+        each `for` target bound to an element of its iterable (unknown when it is not known);
+        `{k: m(x) for k, m in metrics.items()}`: a dict whose values are what `m(x)` gives."""
         inner: Env = env
         for generator in node.generators:
             iterable = self.value(generator.iter, inner, grad)
             element = Value(iterable.element) if iterable.element is not None else UNKNOWN
+            if iterable.kind is Kind.DICT:
+                element = UNKNOWN  # iterating a dict gives its keys
+            elif iterable.element_value is not None:
+                element = iterable.element_value  # `for k, m in metrics.items()`: the pairs
             inner = self.bind(generator.target, element, inner)
+        if type(node) is ast.DictComp:
+            self.value(node.key, inner, grad)
+            stored = self.value(node.value, inner, grad)
+            return Value(Grad.FREE, Kind.DICT, element=stored.grad, element_value=stored)
         return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
 
     def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
@@ -754,6 +784,10 @@ class Interpreter:
             return self.tensor_result(Grad.ATTACHED, grad)
         if receiver.kind is Kind.DICT and receiver.element is not None:
             return _dict_view(method, receiver, args)
+        if receiver.kind is Kind.MODULE and receiver.cls is not None and method in _ENTRY_VIEWS:
+            entries = self.member_value(receiver.cls, MODULE_ENTRIES)  # an `nn.ModuleDict`'s
+            if entries.kind is Kind.DICT and entries.element is not None:
+                return _dict_view(method, entries, args)
         return None
 
     def builtin_call(self, name: str, args: list[Value]) -> Value:
@@ -821,6 +855,8 @@ def _reduction_none(node: ast.Call) -> bool:
     return string_value(keyword_argument(node, "reduction")) == "none"
 
 
+# What an `nn.ModuleDict` shows of its entries, as a dict does.
+_ENTRY_VIEWS = frozenset({"values", "items"})
 # Methods whose result carries no graph, whatever the receiver: only a tensor has them.
 _LEAVE_ON_ANY_RECEIVER = frozenset({"detach", *torch_api.TO_PYTHON_METHODS})
 # What a backward's own evidence may make attached: a tensor, or a value gradfix does not know

@@ -64,6 +64,10 @@ class Value:
     kind: Kind = Kind.UNKNOWN
     scalar: bool = False  # proven to hold one element (so `.item()` works)
     cls: str | None = None  # the class (OBJECT) or function (FUNCTION) name
+    # For an instance: the file's classes its class derives from, nearest first, so that
+    # instances of sibling classes join into one of their common base (`Metric` for a PSNR
+    # and an MAE metric) rather than into an object of no known class.
+    bases: tuple[str, ...] = ()
     element: Grad | None = None  # for containers: what their elements are
     # ...and, when every element stored is known, what they are in full (a dict of losses
     # holds losses, a dict of meters holds instances): `element` stays its `grad`.
@@ -100,6 +104,7 @@ class Value:
             and len(self.parts) == len(other.parts)
         ):
             parts = tuple(a.join(b) for a, b in zip(self.parts, other.parts, strict=True))
+        cls, bases = _common_class(self, other)
         grads = {self.grad, other.grad}
         mixed = Grad.FREE in grads and (Grad.ATTACHED in grads or Grad.LIKELY in grads)
         return Value(
@@ -107,7 +112,8 @@ class Value:
             grad=self.grad.join(other.grad),
             kind=self.kind if self.kind is other.kind else Kind.UNKNOWN,
             scalar=self.scalar and other.scalar,
-            cls=self.cls if self.cls == other.cls else None,
+            cls=cls,
+            bases=bases,
             element=element,
             element_value=element_value,
             evidence=self.evidence or other.evidence,
@@ -150,6 +156,21 @@ class Value:
             if name == key:
                 return value
         return None
+
+
+def _common_class(left: Value, right: Value) -> tuple[str | None, tuple[str, ...]]:
+    """The nearest class both values are instances of, with its own bases; (None, ()) when
+    there is none (or either value's class is unknown)."""
+    if left.cls == right.cls:
+        return left.cls, left.bases if left.bases == right.bases else ()
+    if left.cls is None or right.cls is None:
+        return None, ()
+    lineage = (left.cls, *left.bases)
+    theirs = {right.cls, *right.bases}
+    for position, name in enumerate(lineage):
+        if name in theirs:
+            return name, lineage[position + 1 :]
+    return None, ()
 
 
 def _joined_entries(
