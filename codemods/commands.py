@@ -411,12 +411,17 @@ TRACE_SEES = {
     "into the next step's graph after a backward went through it (backward through "
     "history); reported at the store or the read. State an object keeps from one step to "
     "the next, and a carried state its own line also reads within a step (a time loop), "
-    "are reports: reset or detach it where a step starts.",
+    "are reports: reset or detach it where a step starts. A tensor of an earlier step that "
+    "the same code reads into every step's graph after an optimizer step (a GAN `fake` "
+    "reused over generator steps) is a report at the read: make it again in that step.",
     "GF003": "a backward that reaches graph nodes an earlier backward freed; reported at the "
-    "earlier backward (retain_graph=True), or, when a parameter update ran between them, as "
-    "a report at the update or the read.",
+    "earlier backward (retain_graph=True) when no parameter update ran between them, else as "
+    "a report at the update or where the failing graph takes in the freed one; a loss "
+    "backpropagated twice through a wrapper is reported at the second call.",
     "GF004": "an in-place write that changes a tensor an op saved, caught as the write "
-    "happens; reported at the write, naming the saving op's line.",
+    "happens; reported at the write, naming the saving op's line. An optimizer step that "
+    "changed a weight a graph saved before that graph's first backward is a report at the "
+    "line that built the graph: build it after the step.",
 }
 
 
