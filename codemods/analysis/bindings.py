@@ -4,7 +4,10 @@
 A classic reaching-definitions pass over the syntax tree, run in program order: a binding
 kills the earlier ones of the same name, branches join by union, and loop bodies run until
 nothing changes, so a binding made later in a loop body also reaches the top of the body (it
-is carried from the previous iteration; `ScopeBindings.carried` tells those apart). Control
+is carried from the previous iteration; `ScopeBindings.carried` tells those apart). A path on
+which nothing in the scope binds a name leaves it holding what it held when the scope was
+entered (a `self` attribute: the previous call's value); `ScopeBindings.entry_reaches` tells
+where that value may still be read. Control
 flow that leaves early (`return`, `break`, `continue`, `raise`) is not modelled, which only
 ever adds bindings that cannot reach: the sets over-approximate, never miss.
 """
@@ -69,6 +72,12 @@ class Binding:
     path: tuple[int, ...] = ()
 
 
+# Stands, in a joined set, for "no binding of the scope on some path": the value the name held
+# when the scope was entered. Never returned by `ScopeBindings.reaching`.
+_ENTRY = Binding("", BindingKind.OTHER, ast.Pass(), ast.Pass())
+_ENTRY_ONLY = frozenset({_ENTRY})
+
+
 @dataclass
 class ScopeBindings:
     """The reaching bindings of one scope, keyed by statement (the `ast.stmt` nodes
@@ -76,7 +85,7 @@ class ScopeBindings:
 
     before: dict[ast.AST, ReachingEnv] = field(default_factory=dict)
     order: dict[ast.AST, int] = field(default_factory=dict)  # program order of statements
-    final: ReachingEnv = field(default_factory=dict)  # what reaches the end of the scope
+    final: ReachingEnv = field(default_factory=dict)  # what the scope binds, at its end
 
     def reaching(self, key: str, statement: ast.AST) -> frozenset[Binding] | None:
         """The bindings of `key` that may reach `statement`; None when the statement is not
@@ -84,7 +93,17 @@ class ScopeBindings:
         env = self.before.get(statement)
         if env is None:
             return None
-        return env.get(key, frozenset())
+        bindings = env.get(key, frozenset())
+        return bindings - _ENTRY_ONLY if _ENTRY in bindings else bindings
+
+    def entry_reaches(self, key: str, statement: ast.AST) -> bool | None:
+        """Whether some path from the scope's entry reaches `statement` without binding
+        `key`, so that it may still hold the value it had on entry; None when the statement is
+        not one of this scope's."""
+        env = self.before.get(statement)
+        if env is None:
+            return None
+        return key not in env or _ENTRY in env[key]
 
     def carried(self, binding: Binding, statement: ast.AST) -> bool:
         """Whether `binding` can reach `statement` only around a loop's back edge: it does not
@@ -138,14 +157,21 @@ def scope_bindings(scope: ScopeNode, named_expressions: NamedExpressions) -> Sco
             binding = walker.binding(param, param.arg, BindingKind.PARAMETER, scope)
             env[param.arg] = frozenset({binding})
     body: Sequence[ast.stmt] = scope.body
-    walker.result.final = walker.block(body, env)
+    final = walker.block(body, env)
+    walker.result.final = {
+        key: bindings - _ENTRY_ONLY if _ENTRY in bindings else bindings
+        for key, bindings in final.items()
+    }
     return walker.result
 
 
 def _join(left: ReachingEnv, right: ReachingEnv) -> ReachingEnv:
+    """Union per name; a name bound on one side only may still hold its entry value."""
     joined = dict(left)
     for key, bindings in right.items():
-        joined[key] = joined.get(key, frozenset()) | bindings
+        joined[key] = joined.get(key, _ENTRY_ONLY) | bindings
+    for key in left.keys() - right.keys():
+        joined[key] = left[key] | _ENTRY_ONLY
     return joined
 
 

@@ -321,19 +321,14 @@ def _carry_of(
                 and _carries_on(analysis, r)
             ]
             return _carry_with(analysis, store, target, key, None, reads, stores, carry_reads)
-        # A read sees the previous call's value unless a store that always runs precedes it
-        # (a lazy `if self.h is None: self.h = ...` may not run).
-        everywhere = [*stores, store] if store not in stores else stores
-        unconditional = [s for s in everywhere if not _conditional(analysis, s, scope)]
-        first_store_end = (
-            min(analysis.index.end[s] for s in unconditional)
-            if unconditional
-            else analysis.index.end[scope]  # kept once (`if self.x is None: self.x = ...`)
-        )
+        # A read sees the previous call's value where some path from the method's entry
+        # reaches it without a store (a lazy `if self.h is None: self.h = ...` may not run).
+        bindings = analysis.bindings(scope)
         carry_reads = [
             r
             for r in reads
-            if analysis.index.start[r] < first_store_end and _carries_on(analysis, r)
+            if bindings.entry_reaches(key, analysis.statement_of(r)) is not False
+            and _carries_on(analysis, r)
         ]
     else:
         return None
