@@ -50,12 +50,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
+from codemods.analysis.bindings import BindingKind
 from codemods.analysis.flows import (
     Use,
     follow_self_attribute,
     follow_target,
     through_setdefault,
 )
+from codemods.analysis.index import Loop
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.training import in_forward, iterates_batches
 from codemods.findings import Tier
@@ -509,6 +511,14 @@ def _judge(
         f"alive. {verb} `{analysis.code_of(atoms[0]) if atoms else operand_code}.{method}()`"
         " instead."
     )
+    evaluation = _evaluation_loop(analysis, statement, atoms)
+    if evaluation is not None:
+        # The forward's own graph is the larger waste there, and the usual fix is no_grad.
+        message += (
+            f" The loop at line {evaluation.lineno} takes no training step (no backward or "  # type: ignore[attr-defined]
+            "optimizer step runs in it): running it under `with torch.no_grad():` "
+            "also stops each forward from building a graph."
+        )
     if not atoms:
         return RuleFinding(
             statement, message + " (gradfix cannot rewrite this expression.)", Tier.REPORT
@@ -518,6 +528,32 @@ def _judge(
     replacements: dict[ast.AST, Rewrite] = {atom: calling(method) for atom in atoms}
     tier = Tier.UNSAFE if unsafe_because else Tier.SAFE
     return RuleFinding(statement, message, tier, replacements)
+
+
+def _evaluation_loop(
+    analysis: FileAnalysis, statement: ast.AST, atoms: list[ast.expr]
+) -> Loop | None:
+    """The loop around `statement`, if it is an evaluation pass: grad is on, it runs over
+    batches (the loader's name is the hint) and takes no training step, and the accumulated
+    value is computed in its body (not handed in, as to a logging helper's loop over a dict of
+    losses). It only adds advice to a finding that the bindings already support."""
+    loops = analysis.enclosing_loops(statement)
+    if not loops or not atoms or not analysis.grad_enabled(statement):
+        return None
+    loop = loops[0]
+    if analysis.loop_reaches_step(loop) or not iterates_batches(analysis, loop):
+        return None
+    bindings = analysis.bindings(analysis.scope_of(statement))
+    for atom in atoms:
+        if not isinstance(atom, ast.Name):
+            continue  # computed in place: `criterion(model(x), y).item()`
+        reaching = bindings.reaching(atom.id, statement) or frozenset()
+        if not reaching or any(
+            binding.kind is not BindingKind.ASSIGN or not analysis.contains(loop, binding.statement)
+            for binding in reaching
+        ):
+            return None
+    return loop
 
 
 def _judge_newest_differentiated(
