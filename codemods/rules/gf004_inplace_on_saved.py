@@ -83,6 +83,7 @@ from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import method_call
+from codemods.rules.gf004_step_before_backward import step_before_backward
 
 _WRITE_TEXT = re.compile(r"\w_\(|[-+*/@]=|\]\s*=[^=]|inplace\s*=\s*True|\bout\s*=|ReLU\(True")
 _TORCH_TEXT = re.compile(r"\btorch\b|\bnn\.")
@@ -245,10 +246,14 @@ class InplaceOnSaved(Rule):
     )
 
     def may_apply(self, text: str) -> bool:
-        return bool(_WRITE_TEXT.search(text) and _TORCH_TEXT.search(text))
+        return bool(
+            (_WRITE_TEXT.search(text) or ".step(" in text) and _TORCH_TEXT.search(text)
+        )
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        yield from _Checker(analysis).findings()
+        checker = _Checker(analysis)
+        yield from checker.findings()
+        yield from step_before_backward(analysis, checker.provenance)
 
 
 @dataclass(frozen=True)
