@@ -48,6 +48,7 @@ class GraphEvent:
 
     call: ast.Call  # the call in the scope asked about
     order: int
+    is_step: bool  # an optimizer step (else a backward)
     target: ast.expr  # the optimizer stepped, or the value backpropagated
     chain: tuple[tuple[ast.Call, Function], ...]  # the calls from that scope to `target`
 
@@ -74,20 +75,19 @@ class ParameterSteps:
         known = self._events.get(call)
         if known is None:
             known = self._events[call] = [
-                GraphEvent(call, order, target, chain)
-                for order, (target, chain) in enumerate(self._reached(call, (), frozenset()))
+                GraphEvent(call, order, is_step, target, chain)
+                for order, (is_step, target, chain) in enumerate(
+                    self._reached(call, (), frozenset())
+                )
             ]
         return known
 
-    def is_step(self, event: GraphEvent) -> bool:
-        return not _is_backward_target(event.target, self.analysis)
-
     def _reached(
         self, call: ast.Call, chain: Chain, seen: frozenset[Function]
-    ) -> Iterator[tuple[ast.expr, tuple[tuple[ast.Call, Function], ...]]]:
+    ) -> Iterator[tuple[bool, ast.expr, tuple[tuple[ast.Call, Function], ...]]]:
         direct = self._direct_target(call)
         if direct is not None:
-            yield direct, tuple(chain)
+            yield (*direct, tuple(chain))
             return
         if len(chain) >= _MAX_HELPER_DEPTH:
             return
@@ -109,22 +109,22 @@ class ParameterSteps:
             ]
         return known  # type: ignore[return-value]
 
-    def _direct_target(self, call: ast.Call) -> ast.expr | None:
-        """What `call` steps or backpropagates itself: `opt.step()` its optimizer,
+    def _direct_target(self, call: ast.Call) -> tuple[bool, ast.expr] | None:
+        """Whether `call` steps (else backpropagates) and what: `opt.step()` its optimizer,
         `scaler.step(opt)` its argument, `loss.backward()` the loss."""
         func = call.func
         if not isinstance(func, ast.Attribute):
             return None
         if func.attr == "backward" and not call.args:
-            return func.value
+            return False, func.value
         stepped = func.attr == "step" and (
             is_optimizer_step(call) or self.analysis.value_of(func.value).kind is Kind.OPTIMIZER
         )
         if not stepped:
             return None
         if call.args and self.analysis.value_of(call.args[0]).kind is Kind.OPTIMIZER:
-            return call.args[0]  # `scaler.step(opt)`
-        return func.value
+            return True, call.args[0]  # `scaler.step(opt)`
+        return True, func.value
 
     # -- what an optimizer steps ----------------------------------------------------------------
     def stepped_paths(self, optimizer: ast.expr) -> frozenset[str] | None:
@@ -213,9 +213,8 @@ class ParameterSteps:
         for call, function in reversed(chain):
             if not isinstance(target, ast.Name):
                 return None
-            passed = dict(
-                zip((p.arg for p in self.analysis.passed_parameters(function)), call.args)
-            )
+            params = (param.arg for param in self.analysis.passed_parameters(function))
+            passed = dict(zip(params, call.args, strict=False))
             passed.update((k.arg, k.value) for k in call.keywords if k.arg is not None)
             found = passed.get(target.id)
             if found is None:
@@ -256,11 +255,6 @@ class ParameterSteps:
             if keyword.arg == name:
                 return dotted_name(keyword.value)
         return None
-
-
-def _is_backward_target(target: ast.expr, analysis: FileAnalysis) -> bool:
-    parent = analysis.parent(target)
-    return isinstance(parent, ast.Attribute) and parent.attr == "backward"
 
 
 def _saves_parameters(node: Origin) -> bool | None:

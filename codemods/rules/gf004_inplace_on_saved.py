@@ -246,9 +246,7 @@ class InplaceOnSaved(Rule):
     )
 
     def may_apply(self, text: str) -> bool:
-        return bool(
-            (_WRITE_TEXT.search(text) or ".step(" in text) and _TORCH_TEXT.search(text)
-        )
+        return bool((_WRITE_TEXT.search(text) or ".step(" in text) and _TORCH_TEXT.search(text))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         checker = _Checker(analysis)

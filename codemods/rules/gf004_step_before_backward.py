@@ -78,7 +78,7 @@ class _Finder:
         steps: list[_Step] = []
         for call in calls:
             for event in self.steps.events(call):
-                if self.steps.is_step(event):
+                if event.is_step:
                     step = self._step(event)
                     if step is not None:
                         steps.append(step)
@@ -148,8 +148,10 @@ class _Finder:
         meets a graph already consumed, and a later backward is GF003's concern."""
         start = self.analysis.index.start
         for other in backwards:
-            if not (start[run.node.site] < start[other.event.call]  # type: ignore[index]
-                    and _before(self.analysis, other.event, step.event)):
+            if not (
+                start[run.node.site] < start[other.event.call]  # type: ignore[index]
+                and _before(self.analysis, other.event, step.event)
+            ):
                 continue
             if any(node is run.node for node, _ in walk(other.value)):
                 return True
@@ -166,9 +168,7 @@ class _Finder:
                 f"gradfix does not know whether `{run.node.key or run.path}` saves its parameters"
             )
         if held != run.path and not run.path.startswith(f"{held}."):  # type: ignore[union-attr]
-            unproven.append(
-                f"gradfix cannot see whether the forward of `{run.path}` runs `{held}`"
-            )
+            unproven.append(f"gradfix cannot see whether the forward of `{run.path}` runs `{held}`")
         if self._conditional(step_call, backward_call):
             unproven.append("the step or the backward runs only under a condition")
         note = f" ({'; '.join(unproven)})" if unproven else ""
@@ -185,9 +185,7 @@ class _Finder:
 
     def _conditional(self, step_call: ast.Call, backward_call: ast.Call) -> bool:
         """Whether the step or the backward sits under an `if` the other is not in."""
-        return _if_around(self.analysis, step_call) is not _if_around(
-            self.analysis, backward_call
-        )
+        return _if_around(self.analysis, step_call) is not _if_around(self.analysis, backward_call)
 
 
 def _before(analysis: FileAnalysis, first: GraphEvent, second: GraphEvent) -> bool:
