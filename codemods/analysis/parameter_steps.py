@@ -39,6 +39,7 @@ class ModuleRun:
     path: str | None  # the module's access path in the scope asked about; None: unknown
     node: Origin  # the FORWARD origin of the call
     saves: bool | None  # whether the call saved a parameter an in-place update breaks
+    where: ast.AST  # what, in the scope asked about, ran it (a statement's call or operator)
 
 
 @dataclass(frozen=True)
@@ -194,18 +195,53 @@ class ParameterSteps:
         )
 
     # -- which modules a value's graph ran --------------------------------------------------------
-    def module_runs(self, value: Origin) -> list[ModuleRun]:
+    def module_runs(self, value: Origin, made_by: Chain = ()) -> list[ModuleRun]:
         """The calls of modules with parameters in `value`'s graph (attached, or maybe), with
-        their access paths in the scope `value` was asked about."""
+        their access paths in the scope `value` was asked about, or, for a value a method
+        cached (`made_by`: the call of it, see `cached_value`), in its caller's scope."""
         runs = []
         for node, _certain in walk(value):
             if node.kind is not OriginKind.FORWARD or not node.module:
                 continue
             if node.grad is Grad.FREE or not isinstance(node.expression, ast.Call):
                 continue
-            path = self.outward(dotted_name(node.expression.func), self.provenance.calls_to(node))
-            runs.append(ModuleRun(path, node, _saves_parameters(node)))
+            where = made_by[0][0] if made_by else node.site
+            if where is None:
+                continue
+            chain = (*made_by, *self.provenance.calls_to(node))
+            path = self.outward(dotted_name(node.expression.func), chain)
+            runs.append(ModuleRun(path, node, _saves_parameters(node), where))
         return runs
+
+    def cached_value(
+        self, root: ast.expr, before: ast.AST
+    ) -> tuple[Origin, tuple[ast.Call, Function]] | None:
+        """For `self.loss_g` read where no binding of its scope reaches: the value the last
+        call of a method on the same object before `before` leaves there (`self.compute()`
+        binding `self.loss_g`), with that call and method."""
+        owner = root.value if isinstance(root, ast.Attribute) else None
+        receiver = dotted_name(owner)
+        if receiver is None:
+            return None
+        scope = self.analysis.scope_of(root)
+        start = self.analysis.index.start
+        candidates = [
+            call
+            for call in self._calls_of(scope)  # type: ignore[arg-type]
+            if start[call] < start[before]
+            and isinstance(call.func, ast.Attribute)
+            and dotted_name(call.func.value) == receiver
+        ]
+        for call in reversed(candidates):
+            method = self.provenance.function_run_by(call)
+            if not isinstance(method, FUNCTION_TYPES) or not method.args.args:
+                continue
+            key = f"{method.args.args[0].arg}.{root.attr}"  # type: ignore[union-attr]
+            if key not in self.analysis.bindings(method).final:
+                continue
+            value = self.provenance.attribute_at_exit(method, key)
+            return (value, (call, method)) if value is not None else None
+        return None
 
     def outward_argument(self, target: ast.expr, chain: Chain) -> ast.expr | None:
         """What the outermost caller of `chain` passes that `target` (a parameter of the

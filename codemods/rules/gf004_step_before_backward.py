@@ -26,8 +26,14 @@ from dataclasses import dataclass
 
 from codemods.analysis import FileAnalysis
 from codemods.analysis.index import FUNCTION_TYPES
-from codemods.analysis.parameter_steps import GraphEvent, ModuleRun, ParameterSteps, overlap
-from codemods.analysis.provenance import Origin, Provenance, walk
+from codemods.analysis.parameter_steps import (
+    Function,
+    GraphEvent,
+    ModuleRun,
+    ParameterSteps,
+    overlap,
+)
+from codemods.analysis.provenance import Origin, OriginKind, Provenance
 from codemods.findings import Tier
 from codemods.rules.base import RuleFinding
 
@@ -42,6 +48,7 @@ class _Backward:
     event: GraphEvent
     root: ast.expr  # the value backpropagated, as the scope names it
     value: Origin
+    runs: list[ModuleRun]  # the module calls of its graph that saved parameters (or may have)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class _Finder:
                     continue
                 root = self.steps.outward_argument(event.target, event.chain)
                 if root is not None:
-                    backwards.append(_Backward(event, root, self.provenance.of(root)))
+                    backwards.append(self._backward(event, root))
         if not steps or not backwards:
             return
         reported: set[Origin] = set()
@@ -96,6 +103,20 @@ class _Finder:
             if finding is not None:
                 reported.add(backward.value)
                 yield finding
+
+    def _backward(self, event: GraphEvent, root: ast.expr) -> _Backward:
+        value = self.provenance.of(root)
+        made_by: tuple[tuple[ast.Call, Function], ...] = ()
+        if value.kind is OriginKind.UNKNOWN:  # `self.loss_g` that `self.compute()` cached
+            cached = self.steps.cached_value(root, event.call)
+            if cached is not None:
+                value, made_by = cached[0], (cached[1],)
+        runs = [
+            run
+            for run in self.steps.module_runs(value, made_by)
+            if run.path is not None and run.saves is not False
+        ]
+        return _Backward(event, root, value, runs)
 
     def _step(self, event: GraphEvent) -> _Step | None:
         """The step with the modules it updates named in the caller's scope: through the
@@ -116,14 +137,12 @@ class _Finder:
     def _judge(
         self, backward: _Backward, steps: list[_Step], backwards: list[_Backward]
     ) -> RuleFinding | None:
-        runs = [run for run in self.steps.module_runs(backward.value) if run.path is not None]
-        runs = [run for run in runs if run.saves is not False and run.node.site is not None]
         for step in steps:
             if not _before(self.analysis, step.event, backward.event):
                 continue
             if self.analysis.exclusive_branches(step.event.call, backward.event.call):
                 continue
-            for run in runs:
+            for run in backward.runs:
                 if not self._ran_before(run, step):
                     continue
                 held = [path for path in step.paths if overlap(path, run.path)]  # type: ignore[arg-type]
@@ -133,12 +152,9 @@ class _Finder:
         return None
 
     def _ran_before(self, run: ModuleRun, step: _Step) -> bool:
-        site = run.node.site
         start = self.analysis.index.start
-        return (
-            site is not None
-            and start[site] < start[step.event.call]
-            and not self.analysis.exclusive_branches(site, step.event.call)
+        return start[run.where] < start[step.event.call] and not (
+            self.analysis.exclusive_branches(run.where, step.event.call)
         )
 
     def _backpropagated_between(
@@ -149,18 +165,18 @@ class _Finder:
         start = self.analysis.index.start
         for other in backwards:
             if not (
-                start[run.node.site] < start[other.event.call]  # type: ignore[index]
+                start[run.where] < start[other.event.call]
                 and _before(self.analysis, other.event, step.event)
             ):
                 continue
-            if any(node is run.node for node, _ in walk(other.value)):
+            if any(other_run.node is run.node for other_run in other.runs):
                 return True
         return False
 
     def _finding(self, backward: _Backward, step: _Step, run: ModuleRun, held: str) -> RuleFinding:
         analysis = self.analysis
         step_call, backward_call = step.event.call, backward.event.call
-        site = run.node.site
+        site = run.where
         loss = analysis.code_of(backward.root, 60)
         unproven = []
         if run.saves is None:
@@ -175,7 +191,7 @@ class _Finder:
         message = (
             f"`{analysis.code_of(step_call, 60)}` (line {step_call.lineno}) updates in place "
             f"the parameters of `{held}`, which the graph of `{loss}` saved when "
-            f"`{analysis.code_of(site, 60)}` (line {site.lineno}) ran `{run.path}`; "  # type: ignore[union-attr]
+            f"`{analysis.code_of(site, 60)}` (line {site.lineno}) ran `{run.path}`; "  # type: ignore[attr-defined]
             f"the backward of `{loss}` at line {backward_call.lineno} then raises {_ERROR}. "
             f"Reorder: compute `{loss}` after the step (line {step_call.lineno}), or move "
             f"the backward of `{loss}` before the step{note}."
