@@ -90,7 +90,7 @@ class ParameterSteps:
         if direct is not None:
             yield (*direct, tuple(chain))
             return
-        if len(chain) >= _MAX_HELPER_DEPTH:
+        if len(chain) >= _MAX_HELPER_DEPTH or not self.analysis.training.call_reaches_step(call):
             return
         function = self.provenance.function_run_by(call)
         if not isinstance(function, FUNCTION_TYPES) or function in seen:
