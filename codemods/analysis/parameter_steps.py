@@ -70,9 +70,9 @@ class ParameterSteps:
 
     # -- what a call steps and backpropagates -------------------------------------------------
     def events(self, call: ast.Call) -> list[GraphEvent]:
-        """The optimizer steps (`kind` "step") and backward calls ("backward") `call` makes,
-        in the order they run: `update_params(opt, loss)` backpropagates `loss`, then steps
-        `opt`."""
+        """The optimizer steps and backward calls `call` makes, itself or through the file's
+        helpers, in the order they run: `update_params(opt, net, loss)` backpropagates
+        `loss`, then steps `opt`."""
         known = self._events.get(call)
         if known is None:
             known = self._events[call] = [
