@@ -160,6 +160,8 @@ class _Frame:
     depth: int
     functions: frozenset[_Function] = frozenset()  # calls in progress, against recursion
     children: dict[ast.Call, _Frame] = field(default_factory=dict)
+    # the calls of the file's functions, from the scope asked about down to this body
+    calls: tuple[tuple[ast.Call, _Function], ...] = ()
 
 
 _BUFFER_CLASSES = frozenset({"torch.nn.Buffer", "torch.nn.parameter.Buffer"})
@@ -180,6 +182,7 @@ class Provenance:
         self._names: dict[Origin, Binding] = {}
         self._constructors_in_progress: set[ast.AST] = set()
         self._call_sites: dict[_Function, list[CallSite] | None] = {}
+        self._calls_to: dict[Origin, tuple[tuple[ast.Call, _Function], ...]] = {}
 
     # -- questions rules ask ------------------------------------------------------------
     def of(self, expression: ast.expr) -> Origin:
@@ -237,6 +240,12 @@ class Provenance:
             return frozenset()
         scope = self.analysis.scope_of(at)
         return self.bindings(scope).reaching(key, statement) or frozenset()
+
+    def calls_to(self, origin: Origin) -> tuple[tuple[ast.Call, _Function], ...]:
+        """The calls of the file's functions (each with the function it runs) through which
+        `origin` was evaluated, outermost first: `self.critic(s, a)` then `self.Q1(s, a)` for
+        a layer of `Q1` that `critic`'s forward runs; empty for the scope asked about."""
+        return self._calls_to.get(origin, ())
 
     def binding_of(self, origin: Origin) -> Binding | None:
         """The assignment that named `origin` (`h` in `h = trunk(x)`), if one did."""
@@ -532,6 +541,7 @@ class Provenance:
                 and not self.analysis.grad_disabled_by_decorator(function),
                 depth=parent.depth + 1,
                 functions=parent.functions | {function},
+                calls=(*parent.calls, (call, function)),
             )
         return parent.children[call]
 
@@ -550,6 +560,8 @@ class Provenance:
         finally:
             self._in_progress.discard(memo)
         self._memo[memo] = origin
+        if frame.calls:
+            self._calls_to.setdefault(origin, frame.calls)
         return origin
 
     # -- expressions --------------------------------------------------------------------

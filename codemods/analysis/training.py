@@ -153,6 +153,14 @@ class TrainingSteps:
             )
         return known
 
+    def call_reaches_step(self, call: ast.Call) -> bool:
+        """Whether `call` is a backward or optimizer step, or runs one through the file's own
+        functions and methods it calls (`update_params(opt, net, loss)`)."""
+        scope = self._analysis.scope_of(call)
+        return self._is_step(call) or any(
+            self.function_reaches_step(function) for function in self._callees(call, scope)
+        )
+
     def function_reaches_step(self, function: Function) -> bool:
         return self._function_does(function, self._reaches, self._is_step, frozenset())
 

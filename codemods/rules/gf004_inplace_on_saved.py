@@ -51,6 +51,9 @@ weight saved before a `max_norm` lookup is read as a copy by the op that saved i
 (`emb.weight.clone() @ W.t()`): the fix nn.Embedding's documentation gives, which keeps the
 values and passes the gradient on to the weight, unlike cloning a parameter an optimizer
 updates. One finding per saved tensor, at the first write that breaks it.
+
+An optimizer step between a loss's forward and its backward is judged in
+`gf004_step_before_backward.py`, and reported.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import method_call
+from codemods.rules.gf004_step_before_backward import step_before_backward
 
 _WRITE_TEXT = re.compile(r"\w_\(|[-+*/@]=|\]\s*=[^=]|inplace\s*=\s*True|\bout\s*=|ReLU\(True")
 _TORCH_TEXT = re.compile(r"\btorch\b|\bnn\.")
@@ -235,7 +239,14 @@ class InplaceOnSaved(Rule):
         "(`generate`, `sample`) that is not under `no_grad` (the name suggests nothing "
         "backpropagates through it, but proves nothing), a leaf that requires grad written outside "
         "`torch.no_grad()` (wrap the update in it) and a saved parameter (move the update "
-        "after backward); gradfix never clones a parameter and never writes `.data`."
+        "after backward); gradfix never clones a parameter and never writes `.data`.\n\n"
+        "An optimizer step is an in-place write too: a loss computed before `opt.step()` "
+        "whose graph ran a module the optimizer holds (an actor loss through the critic "
+        "before the critic's update, a GAN's `loss_G` through D before `opt_D.step()`) "
+        "fails its backward after the step. gradfix reports it at the step, from the "
+        "modules the optimizer was built over and the module calls of the loss's graph "
+        "(through the file's helpers, `update_params(opt, net, loss)`): reorder, computing "
+        "the loss after the step or moving its backward before it."
     )
     example_before = (
         "gate = torch.sigmoid(self.score(x))\ngate[gate < 0.3] = 0.0\nreturn self.head(x * gate)\n"
@@ -245,10 +256,12 @@ class InplaceOnSaved(Rule):
     )
 
     def may_apply(self, text: str) -> bool:
-        return bool(_WRITE_TEXT.search(text) and _TORCH_TEXT.search(text))
+        return bool((_WRITE_TEXT.search(text) or ".step(" in text) and _TORCH_TEXT.search(text))
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
-        yield from _Checker(analysis).findings()
+        checker = _Checker(analysis)
+        yield from checker.findings()
+        yield from step_before_backward(analysis, checker.provenance)
 
 
 @dataclass(frozen=True)
