@@ -81,7 +81,7 @@ from codemods.analysis.provenance import (
     evaluated_in,
     walk,
 )
-from codemods.analysis.syntax import is_false, keyword_argument
+from codemods.analysis.syntax import is_false, is_true, keyword_argument
 from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
@@ -286,11 +286,15 @@ class _Checker:
         self._loop_ends: dict[Loop, int] = {}
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
         self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
+        # Asked again for every write whose window holds the same op: remembered per op.
+        self._saved_by_op: dict[ast.AST, list[tuple[_Saver, _Alias]]] = {}
+        self._inputs_of: dict[Origin, list[tuple[Origin, ast.expr]] | None] = {}
         # Whether some call of the file passes a literal `True` as `inplace`: a functional
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
         self._flagged = any(
-            _flag_argument(call, analysis.qualified_name(call.func)) is not None  # type: ignore[attr-defined]
+            _passes_true(call)  # type: ignore[arg-type]
+            and _flag_argument(call, analysis.qualified_name(call.func)) is not None  # type: ignore[attr-defined]
             for call in analysis.index.of_types(ast.Call)
         )
 
@@ -332,11 +336,10 @@ class _Checker:
     def _call_writes(self, call: ast.Call) -> Iterator[_Write]:
         func = call.func
         positional = _positional(call)
-        qualified = self.analysis.qualified_name(func)
         if (
             isinstance(func, ast.Attribute)
             and torch_api.writes_data(func.attr)
-            and qualified is None
+            and self.analysis.qualified_name(func) is None
         ):
             yield _Write(call, func.value, WriteKind.METHOD, call)
         flag = self._inplace_flag(call)
@@ -350,7 +353,7 @@ class _Checker:
             if first is not None:
                 yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
         out = keyword_argument(call, "out")
-        if out is not None and qualified is not None and qualified.startswith("torch."):
+        if out is not None and (self.analysis.qualified_name(func) or "").startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
 
     def _inplace_flag(self, call: ast.Call) -> ast.Constant | None:
@@ -646,14 +649,18 @@ class _Checker:
     def _tensor_inputs(self, origin: Origin) -> list[tuple[Origin, ast.expr]] | None:
         """The op's tensor input positions, as the op table counts them (numbers, strings and
         keyword arguments are not positions), with the expression passed at each."""
+        if origin in self._inputs_of:
+            return self._inputs_of[origin]
         arguments = _argument_nodes(origin)
-        if arguments is None or len(arguments) != len(origin.inputs):
-            return None
-        return [
-            (inner, node)
-            for inner, (node, keyword) in zip(origin.inputs, arguments, strict=True)
-            if not keyword and not self._is_python_value(node)
-        ]
+        inputs = None
+        if arguments is not None and len(arguments) == len(origin.inputs):
+            inputs = [
+                (inner, node)
+                for inner, (node, keyword) in zip(origin.inputs, arguments, strict=True)
+                if not keyword and not self._is_python_value(node)
+            ]
+        self._inputs_of[origin] = inputs
+        return inputs
 
     def _is_python_value(self, node: ast.expr) -> bool:
         if isinstance(node, ast.JoinedStr):
@@ -715,9 +722,15 @@ class _Checker:
                     savers.append(saver)
         return savers
 
-    def _saved_inputs(self, node: ast.AST) -> Iterator[tuple[_Saver, _Alias]]:
+    def _saved_inputs(self, node: ast.AST) -> list[tuple[_Saver, _Alias]]:
         """Each input that an op run by evaluating `node` saves for backward (in grad mode,
         as the table says for the inputs that require grad), with the storage it lives in."""
+        saved = self._saved_by_op.get(node)
+        if saved is None:
+            saved = self._saved_by_op[node] = list(self._find_saved_inputs(node))
+        return saved
+
+    def _find_saved_inputs(self, node: ast.AST) -> Iterator[tuple[_Saver, _Alias]]:
         for origin, within in self._evaluated_ops(node):
             if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
                 continue
@@ -1654,6 +1667,14 @@ def _is_detach(origin: Origin) -> bool:
         and call.func.attr == "detach"
         and not call.args
         and not call.keywords
+    )
+
+
+def _passes_true(call: ast.Call) -> bool:
+    """Whether some argument of `call` is the literal `True`, as `_flag_argument` needs:
+    ruling out the usual call spares qualifying its name."""
+    return any(is_true(arg) for arg in call.args) or any(
+        is_true(keyword.value) for keyword in call.keywords
     )
 
 
