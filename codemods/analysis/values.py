@@ -147,9 +147,7 @@ class Value:
         """This container after `item` is stored into it (`xs.append(item)`, `d[k] = item`):
         a store under a key gradfix does not know may replace any known entry."""
         if self.element is None:
-            return replace(
-                self, element=item.grad, element_value=item, entries=None, empty=False
-            )
+            return replace(self, element=item.grad, element_value=item, entries=None, empty=False)
         element_value = None if self.element_value is None else self.element_value.join(item)
         return replace(
             self, element=self.element.join(item.grad), element_value=element_value, entries=None
