@@ -6,7 +6,7 @@ import ast
 import textwrap
 
 from codemods.analysis import FileAnalysis
-from codemods.analysis.layers import INPUT, adjacent_layers
+from codemods.analysis.layers import INPUT, adjacent_layers, sequential_layer_classes
 
 
 def _pairs(body: str) -> set[tuple[str, str]] | None:
@@ -85,3 +85,27 @@ def test_an_order_changed_by_insert_is_not_followed() -> None:
         """
     )
     assert pairs is None
+
+
+def _layer_classes(body: str) -> frozenset[str]:
+    source = "import torch\nfrom torch import nn\n" + textwrap.dedent(body)
+    return sequential_layer_classes(FileAnalysis(ast.parse(source), source))
+
+
+def test_classes_added_to_a_sequential_are_its_layer_classes() -> None:
+    classes = _layer_classes(
+        """
+        class Probe(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Head(nn.Module):
+            def forward(self, x):
+                return x
+
+        net = nn.Sequential()
+        net.add_module("probe", Probe())
+        head = Head()
+        """
+    )
+    assert classes == {"Probe"}

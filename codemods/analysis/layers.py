@@ -437,3 +437,27 @@ def positions(analysis: FileAnalysis, sequential: ast.Call, layer: ast.expr) -> 
     return {
         "first" if pair.previous is INPUT else "inner" for pair in adjacent if pair.layer is layer
     }
+
+
+_LAYER_CLASSES: weakref.WeakKeyDictionary[FileAnalysis, frozenset[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def sequential_layer_classes(analysis: FileAnalysis) -> frozenset[str]:
+    """The file's classes with an instance among the layers of an `nn.Sequential` (passed to
+    it, or added with `add_module` / `append` to one the scope builds): one forward of that
+    Sequential runs their `forward()` on the previous layer's output, so what each caches
+    in `self` is part of that one forward's graph (the loss modules of style transfer).
+    Computed once per file."""
+    if analysis not in _LAYER_CLASSES:
+        classes = analysis.index.classes
+        found = set()
+        for method in ("add_module", "append", "Sequential"):
+            for call in analysis.index.calls_by_name.get(method, []):
+                for layer in call.args:
+                    value = analysis.value_of(layer)
+                    if value.cls in classes and holding_sequentials(analysis, layer):
+                        found.add(value.cls)
+        _LAYER_CLASSES[analysis] = frozenset(found)
+    return _LAYER_CLASSES[analysis]

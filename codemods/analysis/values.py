@@ -87,9 +87,17 @@ class Value:
     # `adv = criterion(...)` under an `if`), or computed from such a value: the join is
     # UNKNOWN, yet a graph may be kept.
     attached_on_some_path: bool = False
+    # A list literal with no items (`[]`) that nothing was stored into yet: on its path the
+    # list holds nothing, so a join keeps what the other path stored (`xs = []`, then
+    # `xs.append(m)` under an `if`: `xs` holds `m`'s kind of value).
+    empty: bool = False
 
     def join(self, other: Value) -> Value:
         if self is other or self == other:  # `==` compares every field
+            return self
+        if self.empty and other.kind is Kind.LIST:
+            return other
+        if other.empty and self.kind is Kind.LIST:
             return self
         element = None
         if self.element is not None and other.element is not None:
@@ -139,7 +147,7 @@ class Value:
         """This container after `item` is stored into it (`xs.append(item)`, `d[k] = item`):
         a store under a key gradfix does not know may replace any known entry."""
         if self.element is None:
-            return replace(self, element=item.grad, element_value=item, entries=None)
+            return replace(self, element=item.grad, element_value=item, entries=None, empty=False)
         element_value = None if self.element_value is None else self.element_value.join(item)
         return replace(
             self, element=self.element.join(item.grad), element_value=element_value, entries=None
@@ -191,7 +199,13 @@ def container_of(kind: Kind, items: list[Value], unpacked: bool = False) -> Valu
     for item in items:
         element = item if element is None else element.join(item)
     grad = None if element is None else element.grad
-    return Value(Grad.FREE, kind, element=grad, element_value=None if unpacked else element)
+    return Value(
+        Grad.FREE,
+        kind,
+        element=grad,
+        element_value=None if unpacked else element,
+        empty=kind is Kind.LIST and not items and not unpacked,
+    )
 
 
 UNKNOWN = Value()

@@ -71,6 +71,7 @@ from codemods.analysis.bindings import BindingKind
 from codemods.analysis.imports import dotted_name
 from codemods.analysis.index import ClassInfo, ScopeNode
 from codemods.analysis.interpreter import target_key
+from codemods.analysis.layers import sequential_layer_classes
 from codemods.analysis.provenance import (
     Origin,
     OriginKind,
@@ -268,6 +269,7 @@ class SharedGraphBackward(Rule):
                 yield _through_wrappers(analysis, finding, relayed)
         for finding in checker.judge_calls(by_scope):
             yield _through_wrappers(analysis, finding, relayed)
+        yield from checker.judge_layer_losses(by_scope)
 
 
 # -- what it detects ------------------------------------------------------------------------
@@ -532,6 +534,115 @@ class _Checker:
                 if finding is not None:
                     reported.add(finding.node)  # type: ignore[arg-type]
                     yield finding
+
+    def judge_layer_losses(self, by_scope: dict[ScopeNode, list[_Site]]) -> Iterator[RuleFinding]:
+        """Loss modules that are layers of one `nn.Sequential` (style transfer's content and
+        style losses, added with `add_module`): `forward()` caches a loss computed from the
+        layer's input in `self`, and a method backpropagates it (`self.loss.backward()`),
+        called in a loop over a list of the modules (`for sl in style_losses:
+        sl.backward()`) with no forward and no update in the loop. Every loss comes from the
+        graph of the network's one forward, so the second backward fails. Reported, once per
+        scope of such loops, at the first loop's backward: which call runs last is the
+        lists' contents, which gradfix does not know. Left alone when one of them already
+        retains the graph."""
+        layer_classes = sequential_layer_classes(self.analysis)
+        if not layer_classes:
+            return
+        loops: dict[ScopeNode, list[tuple[ast.Call, _Site]]] = {}
+        for scope, sites in by_scope.items():
+            info = self.analysis.class_of(scope)
+            if info is None or info.name not in layer_classes or len(sites) != 1:
+                continue
+            forward = info.methods.get("forward")
+            if (
+                forward is None
+                or scope is forward
+                or not self._cached_by_forward(sites[0], forward)
+            ):
+                continue
+            for call in self.analysis.index.calls_by_name.get(scope.name, []):  # type: ignore[union-attr]
+                if (
+                    self._looped_over_modules(call)
+                    and self.provenance.function_run_by(call) is scope
+                ):
+                    loops.setdefault(self.analysis.scope_of(call), []).append((call, sites[0]))
+        for calls in loops.values():
+            calls.sort(key=lambda pair: self.analysis.index.start[pair[0]])
+            site = calls[0][1]
+            if any(inner.retains for _, inner in calls) or site.call in self.reported:
+                continue
+            self.reported.add(site.call)
+            yield self._layer_losses_finding(calls)
+
+    def _cached_by_forward(
+        self, site: _Site, forward: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> bool:
+        """Whether every root of `site` is a `self` attribute that `forward` binds, certainly
+        from the input it is passed (not a detached copy of it), and that the method of `site`
+        does not bind itself."""
+        method = self.analysis.scope_of(site.call)
+        inputs = set(self.analysis.passed_parameters(forward))
+        for root in site.roots:
+            key = target_key(root) if isinstance(root, ast.Attribute) else None
+            if key is None or not key.startswith("self."):
+                return False
+            if any(
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and target_key(node) == key
+                for node in self.analysis.descendants(method)
+            ):
+                return False
+            cached = self.provenance.attribute_at_exit(forward, key)
+            if cached is None or not any(
+                certain and node.kind is OriginKind.UNKNOWN and node.expression in inputs
+                for node, certain in walk(cached)
+            ):
+                return False
+        return True
+
+    def _looped_over_modules(self, call: ast.Call) -> bool:
+        """`for module in losses: module.backward()`: the receiver is the loop's target, and
+        the loop's body runs no module (a forward per iteration) and no parameter update."""
+        func = call.func
+        loops = self.analysis.enclosing_loops(call)
+        if not (loops and isinstance(loops[0], (ast.For, ast.AsyncFor))):
+            return False
+        loop = loops[0]
+        if not (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and isinstance(loop.target, ast.Name)
+            and loop.target.id == func.value.id
+        ):
+            return False
+        body = self._nodes_within(loop.body)
+        forwards = (Kind.MODULE, Kind.PASSTHROUGH)
+        return self._first_update(body) is None and not any(
+            isinstance(node, ast.Call)
+            and node is not call
+            and self.analysis.value_of(node.func).kind in forwards
+            for node in body
+        )
+
+    def _layer_losses_finding(self, calls: list[tuple[ast.Call, _Site]]) -> RuleFinding:
+        site = calls[0][1]
+        runs = "; ".join(
+            f"{self._label(call)} (line {self._line(call)}) runs "
+            f"{self._function_name(self.analysis.scope_of(inner.call))}() "
+            f"on every module of `{self._code(self.analysis.enclosing_loops(call)[0].iter)}`"
+            for call, inner in calls
+        )
+        message = (
+            f"{runs}. Each backpropagates a loss that the module's forward() computes from "
+            "its input, and these modules are layers of one `nn.Sequential`, so one forward "
+            "of it makes all the losses from one graph: the first backward frees the tensors "
+            f"the layers before them saved, and the next raises {_TWICE_ERROR}. Sum the "
+            "losses and call backward once (`sum(m.loss for m in losses).backward()`), or "
+            "pass `retain_graph=True` to every backward but the last; gradfix cannot tell "
+            "which module's backward runs last, so it does not rewrite."
+        )
+        return RuleFinding(site.call, message, Tier.REPORT)
 
     def _function_name(self, function: ScopeNode) -> str:
         """`AdversarialLoss.__call__` for a method, `d_step` for a function."""
@@ -1827,7 +1938,8 @@ def _is_sized(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) ->
 def _distinct_items(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) -> bool:
     """A list or tuple whose elements are distinct tensors or modules, so that `x is xs[-1]`
     holds for the last one only: a comprehension or appended list of tensors, a literal of
-    different tensors, or a ModuleList."""
+    different tensors, a list appended with new instances of the file's classes (loss
+    objects), or a ModuleList."""
     if _is_module_list(analysis, provenance, node):
         return True
     origin = provenance.of(node)
@@ -1836,8 +1948,20 @@ def _distinct_items(analysis: FileAnalysis, provenance: Provenance, node: ast.ex
     ):
         return False
     values = [item.inputs[0] for item in origin.inputs]
+    if all(_new_instance(analysis, value) for value in values):
+        return True  # every evaluation of a constructor makes another object
     tensors = (OriginKind.OP, OriginKind.FORWARD, OriginKind.LOSS)
     return all(value.kind in tensors for value in values) and len(set(values)) == len(values)
+
+
+def _new_instance(analysis: FileAnalysis, value: Origin) -> bool:
+    """A call of a class of the file that defines no `__new__`: a new object each time."""
+    call = value.expression
+    if not isinstance(call, ast.Call):
+        return False
+    made = analysis.value_of(call.func)
+    info = analysis.index.classes.get(made.cls) if made.kind is Kind.CLASS and made.cls else None
+    return info is not None and "__new__" not in info.methods
 
 
 def _is_module_list(analysis: FileAnalysis, provenance: Provenance, node: ast.expr) -> bool:
