@@ -354,7 +354,14 @@ def trace(
     steps: Annotated[
         int,
         typer.Option(
-            "--steps", min=0, metavar="N", help="Stop after N optimizer steps (0: run to the end)."
+            "--steps",
+            min=0,
+            metavar="N",
+            help=(
+                "Stop after N optimizer steps (0: run to the end). When the steps run in an "
+                "epoch's batch loop, the run goes on through the epoch's end (validation, "
+                "logging) and two more steps, at most 2N steps in all."
+            ),
         ),
     ] = 3,
     output_format: Annotated[

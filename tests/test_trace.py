@@ -109,16 +109,93 @@ def test_state_an_object_keeps_across_steps_is_reported_where_it_is_read(tmp_pat
 def test_a_recurrence_inside_a_step_is_not_detached_at_its_read(tmp_path: Path) -> None:
     # `self.state` (line 17) is carried from one batch to the next, but the same line also
     # reads it at each time step of a batch: `.detach()` there would cut the graph inside the
-    # batch and change the gradients. Reported, the file left as it is; the twin resets the
-    # state at the start of each batch.
+    # batch and change the gradients. Reported where the reset goes, before the statement
+    # whose generator runs the time steps (line 27), the file left as it is; the twin resets
+    # the state at the start of each batch.
     case = CASES / "GF002_object_state"
     for name in ("before.py", "twin.py"):
         shutil.copy(case / name, tmp_path / name)
     completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
-    assert _findings(completed) == [("GF002", 17, "report")], completed.stderr
+    assert _findings(completed) == [("GF002", 27, "report")], completed.stderr
+    assert "line 17" in json.loads(completed.stdout)[0]["message"]
     assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
     completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+def test_state_a_time_loop_reads_is_reported_where_the_loop_starts(tmp_path: Path) -> None:
+    # The neuron keeps `self.mem` (line 16) across batches; the loop over time steps in
+    # `run_steps` (line 22) reads it within each batch, while the loop in `train` also runs
+    # the backward (a training loop): the reset goes before line 22. The twin resets it there.
+    case = CASES / "GF002_time_loop_state"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF002", 22, "report")], completed.stderr
+    assert "line 16" in json.loads(completed.stdout)[0]["message"]
+    assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+def test_a_detach_that_only_rebinds_a_name_is_where_the_fix_goes(tmp_path: Path) -> None:
+    # `state.detach()` runs `tensor = tensor.detach()` (line 13) after each backward: the
+    # detached copy rebinds the loop's name and is dropped, and the next chunk reads the
+    # attached `state.h` at line 21. Reported at line 13, not at the read; the twin stores the
+    # detached tensors back on the object.
+    case = CASES / "GF002_detach_rebinds_name"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
+    assert _findings(completed) == [("GF002", 13, "report")], completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+def test_a_metric_summed_from_the_output_is_detached_where_the_output_enters(
+    tmp_path: Path,
+) -> None:
+    # The running metric (line 13) sums values computed from `out` after the backward: no
+    # backward goes through the sum, so it is no loss (GF002, not GF001), and the fix detaches
+    # `out` where it is passed in (line 33). The twin sums the loss itself: GF001 at its sum.
+    case = CASES / "GF002_metric_fed_output"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    assert "before.py:33: GF002 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert [(rule, line) for rule, line, _ in _findings(completed)] == [("GF001", 33)]
+
+
+def test_an_epoch_runs_on_to_its_validation_before_the_trace_stops(tmp_path: Path) -> None:
+    # Three optimizer steps end the first epoch's batch loop; the validation after it sums
+    # graph-attached losses into a dict (line 8). With the default `--steps 3`, the run goes
+    # on through that tail and two more steps (5 in all), sees the sums kept, and fixes the
+    # line with `.item()` (the after file, which is also the twin: no finding).
+    case = CASES / "GF001_validation_tail"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    assert "before.py:8: GF001 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert "stopped after 5 optimizer steps" in completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
+def test_every_in_place_write_the_failing_graph_saved_is_fixed(tmp_path: Path) -> None:
+    # Backward stops at the first changed tensor it unpacks; both `/=` lines (6, 7) change
+    # tensors the loss's graph saved, and both are fixed in one run. The write at line 10
+    # changes what a graph no backward goes through saved: left alone.
+    case = CASES / "GF004_two_writes"
+    shutil.copy(case / "before.py", tmp_path / "before.py")
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    for line in (6, 7):
+        assert f"before.py:{line}: GF004 fixed" in completed.stdout, completed.stdout
+    assert "before.py:10" not in completed.stdout
+    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ from torch.optim.optimizer import (
 from torch.overrides import TorchFunctionMode
 from torch.utils.hooks import RemovableHandle
 
-from codemods.trace import stores
+from codemods.trace import loops, stores
 from codemods.trace.observations import Kind, Observation, Place
 
 Stack = tuple[Place, ...]  # the user's frames of an op, outermost first
@@ -52,12 +52,16 @@ Stack = tuple[Place, ...]  # the user's frames of an op, outermost first
 # Keys of gradfix's records in a node's metadata: what op made it (`_NodeInfo`, on op outputs
 # only), and which backward last went through it and which one freed it (on every node).
 _META, _REACHED, _FREED = "gradfix", "gradfix.reached_by", "gradfix.freed_by"
+# On a node a backward went through: the `.detach()` of its tensor that ran after that, its
+# result (weakly) and the user's line.
+_DETACHED = "gradfix.detached_at"
 _GRAPH_WALK_LIMIT = 20_000  # nodes visited per walk: a bound on cost, far above toy graphs
 _TWICE = "Trying to backward through the graph a second time"
 _INPLACE = (
     "one of the variables needed for gradient computation has been modified by an inplace operation"
 )
 _ADDITIONS = {"add", "__add__", "__radd__", "__iadd__", "add_"}
+_COMPREHENSIONS = {"<genexpr>", "<listcomp>", "<setcomp>", "<dictcomp>"}
 _BACKWARDS = {torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 
 
@@ -130,6 +134,16 @@ class _Read:
     holders: frozenset[str]  # the reading frame's names and `self.x` that hold the tensor
     repeated: bool  # the same code read it before, in an earlier step than this read
     state: str | None  # `Class.attribute` holding it, for a read the same code repeats
+    # For a running sum whose addends no backward went through (a metric of the model's
+    # output, not a loss): the line where that output enters the code that sums, and the
+    # names holding it there.
+    fed: tuple[Place, frozenset[str]] | None = None
+    # A `.detach()` of it that ran after a backward went through it, whose result is gone:
+    # the detached copy was dropped or bound to a name that is no longer read.
+    dropped_detach: Place | None = None
+    # For state the same code reads again: the loop inside the step that reads it (a time
+    # loop), where the state is reset before each step; None when no such loop runs it.
+    reset_at: Place | None = None
 
 
 @dataclass
@@ -169,6 +183,14 @@ class Recorder:
     explained_error: bool = False
     parameter_writes: int = 0  # in-place writes to leaves that require grad (any update)
     _running: _Backward | None = None  # the backward running now
+    _last_backward: Stack = ()  # the stack of the last backward that ran
+    _loops: dict[str, dict[int, list[loops.Loop]]] = field(default_factory=dict)
+    # The epoch's batch loop the steps run in, once N steps ran ((frame id, loop); () for
+    # none), and the step count when its tail started.
+    _epoch: tuple[int, loops.Loop] | tuple[()] | None = None
+    _tail_step: int | None = None
+    # Its root nodes, held only while it runs (a `_Backward` is kept in node metadata).
+    _running_roots: list[Any] = field(default_factory=list)
 
     # -- installing ---------------------------------------------------------------------------
     @contextmanager
@@ -235,6 +257,8 @@ class Recorder:
         result = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if stack:
+            if name == "detach":
+                _note_detach(args, result, stack)
             ran_before = self._site_boundary.get(stack, -1)
             self._site_boundary[stack] = self.boundary
             if graph:
@@ -311,7 +335,47 @@ class Recorder:
             holders=holders,
             repeated=repeated,
             state=_attribute_holding(tensor) if repeated else None,
+            fed=_fed_from(node, info, frames) if name in _ADDITIONS else None,
+            dropped_detach=_dropped_detach(node),
+            reset_at=self._time_loop(frames) if repeated else None,
         )
+
+    def _time_loop(self, frames: list[FrameType]) -> Place | None:
+        """Where the loop that reads a state within one step starts: outermost first, the
+        first user frame running in a loop that does not also run the last backward (a
+        training loop), or in a comprehension (the statement it is in)."""
+        outward = list(reversed(frames))
+        stack = self._stack_of(frames)
+        backward = self._last_backward
+        for index, frame in enumerate(outward):
+            code, path = frame.f_code, frame.f_code.co_filename
+            if code.co_name in _COMPREHENSIONS:
+                return stack[index - 1] if index else stack[index]
+            loop = loops.innermost(self._loops_of(frame), frame.f_lineno)
+            if loop is None:
+                continue
+            trains = (
+                len(backward) > index
+                and backward[:index] == stack[:index]
+                and backward[index].path == path
+                and loop.start <= backward[index].line <= loop.end
+            )
+            if not trains:
+                return Place(path, loop.start)
+        return None
+
+    def _loops_of(self, frame: FrameType) -> list[loops.Loop]:
+        """The loops of the function `frame` runs."""
+        path = frame.f_code.co_filename
+        by_function = self._loops.get(path)
+        if by_function is None:
+            try:
+                by_function = loops.loops_by_function(Path(path).read_bytes())
+            except OSError:
+                by_function = {}
+            self._loops[path] = by_function
+        code = frame.f_code
+        return by_function.get(0 if code.co_name == "<module>" else code.co_firstlineno, [])
 
     def _loop_carried(self, tensor_stack: Stack, reader_stack: Stack, boundary: int) -> bool:
         """Whether the code that made the tensor ran again after it was made, past a backward
@@ -323,32 +387,65 @@ class Recorder:
             return  # the same iteration's graph, reused: GF003 when a backward fails on it
         if not read.freed and read.steps_between == 0:
             return  # a retained graph and no step between: backpropagation through time
+        if read.fed is not None:
+            self._on_fed(read, *read.fed)
+            return
         if read.place in self._kept:
             return
         rule = "GF001" if read.addition and read.scalar else "GF002"
+        detached = self._rebinding_detach(read) if rule == "GF002" else None
+        if detached is not None:
+            message = (
+                f"Observed at run time: the tensor made at {_innermost(read.tensor_stack)} in "
+                f"one training step is read at {read.place} into the graph of a later step; "
+                "the `.detach()` here ran on it after a backward went through it, but its "
+                "result only rebinds a name (or is dropped), so what the later step reads is "
+                "still attached. Assign the detached tensor to what is read next step."
+            )
+            self._observe(Observation(rule, Kind.CARRIED, detached, message))
+            return
         made = _innermost(read.tensor_stack)
         what = (
             "its graph was freed by that backward, so the next backward through it fails"
             if read.freed
             else "the next backward goes back through every earlier step's graph"
         )
+        facts = {f"holder:{code}" for code in read.holders}
+        within = rule == "GF002" and self._recurs_here(read)
+        place = (read.reset_at or read.place) if within else read.place
         message = (
             f"Observed at run time: a tensor made at {made} in one training step is read "
-            f"here into the graph of a later step, after a backward went through it "
-            f"(backward through history): {what}, and each step's graph stays alive. "
+            f"{'here' if place == read.place else f'at {read.place}'} into the graph of a "
+            f"later step, after a backward went through it (backward through history): "
+            f"{what}, and each step's graph stays alive. "
         )
-        facts = {f"holder:{code}" for code in read.holders}
-        if rule == "GF002" and self._recurs_here(read):
+        if within:
             # `.detach()` on this read would also cut the graph between the steps of the
             # recurrence inside one training step, and change the gradients.
             message += (
-                "This line also reads, within one step, what it made in that step: detach "
-                "(or reset) the state where a training step starts, not here."
+                "That line also reads, within one step, what it made in that step: detach "
+                "(or reset) the state where a training step starts, "
+                + ("before this loop." if place != read.place else "not here.")
             )
             facts.add("within-step")
         else:
             message += "Detach it where it is carried into the next step."
-        self._observe(Observation(rule, Kind.CARRIED, read.place, message, frozenset(facts)))
+        self._observe(Observation(rule, Kind.CARRIED, place, message, frozenset(facts)))
+
+    def _on_fed(self, read: _Read, place: Place, holders: frozenset[str]) -> None:
+        """GF002 where the model's output enters a running sum of values computed from it."""
+        message = (
+            f"Observed at run time: the running sum at {read.place} adds, in each training "
+            "step, a value computed from the model's output passed here, and keeps it with its "
+            "graph across steps (no backward goes through the sum: it is no loss, a metric). "
+            "Pass the output detached here."
+        )
+        facts = frozenset(f"holder:{code}" for code in holders)
+        # The sum, kept, is the symptom: the fix goes where the output enters it.
+        self.observations = [
+            o for o in self.observations if not (o.kind is Kind.KEPT and o.place == read.place)
+        ]
+        self._observe(Observation("GF002", Kind.CARRIED, place, message, facts))
 
     def _recurs_here(self, read: _Read) -> bool:
         """Whether the read's own line is a recurrence inside a step (not a caller that
@@ -441,14 +538,42 @@ class Recorder:
             facts = frozenset(f"clone:{name}" for name in write.saver_names)
             self._observe(Observation("GF004", Kind.INPLACE, saved_at, message, facts, raised=True))
             return
+        for written in (record, *self._other_writes(record)):
+            self._on_inplace(written)
+
+    def _on_inplace(self, record: _Saved) -> None:
+        """GF004 at the user's in-place write that changed a tensor `record` saved."""
+        assert record.write is not None
         message = (
             f"Observed at run time: this in-place write changes a tensor that the op at "
-            f"{saved_at} saved for backward; backward raises 'modified by an inplace "
-            "operation'. Compute it out of place, or clone the tensor before the write."
+            f"{_innermost(record.stack)} saved for backward; backward raises 'modified by an "
+            "inplace operation'. Compute it out of place, or clone the tensor before the write."
         )
-        place = _innermost(write.stack)
-        facts = frozenset({f"module:{write.module_class}"} if write.module_class else ())
+        module_class = record.write.module_class
+        place = _innermost(record.write.stack)
+        facts = frozenset({f"module:{module_class}"} if module_class else ())
         self._observe(Observation("GF004", Kind.INPLACE, place, message, facts, raised=True))
+
+    def _other_writes(self, failing: _Saved) -> list[_Saved]:
+        """The other tensors the failing backward's graph saved that the user's own in-place
+        writes changed: backward stops at the first one it unpacks, and a fix of that write
+        alone would fail on the next (two `x /= norm` lines in a row)."""
+        graph = _graph_stacks(self._running_roots)
+        others = []
+        for references in self._saved.values():
+            for reference in references:
+                record = reference()
+                if (
+                    record is not None
+                    and record is not failing
+                    and record.write is not None
+                    and not record.write.parameter_update
+                    and not record.write.saver_names
+                    and record.tensor._version != record.version
+                    and record.stack in graph
+                ):
+                    others.append(record)
+        return others
 
     def _on_updated_before_backward(self, record: _Saved, write: _Write) -> bool:
         """An optimizer step changed a weight saved by a graph that no earlier backward went
@@ -503,8 +628,10 @@ class Recorder:
         root_nodes = [root.grad_fn for root in roots if root.grad_fn is not None]
         roots_ids = tuple(id(n) for n in root_nodes)
         this = _Backward(stack, self.steps, self.parameter_writes, retains, roots_ids)
+        self._last_backward = stack
         earlier = _mark(root_nodes, this)
         outer, self._running = self._running, this
+        outer_roots, self._running_roots = self._running_roots, root_nodes
         try:
             result = func(*args, **kwargs)
         except RuntimeError as error:
@@ -512,7 +639,7 @@ class Recorder:
                 self._on_freed(this, earlier, root_nodes)
             raise
         finally:
-            self._running = outer
+            self._running, self._running_roots = outer, outer_roots
         self.boundary += 1
         return result
 
@@ -574,15 +701,50 @@ class Recorder:
 
     def _on_state_kept(self, read: _Read, earlier: _Backward) -> None:
         made = _innermost(read.tensor_stack)
+        detached = self._rebinding_detach(read)
+        if detached is not None:
+            message = (
+                f"Observed at run time: the tensor made at {made} in one training step is kept "
+                f"in an object's state (`{read.state}`) and read at {read.place} in the next "
+                f"step; the `.detach()` here ran on it after the backward at "
+                f"{_innermost(earlier.stack)}, but its result only rebinds a name (or is "
+                "dropped): the state still holds the attached tensor, so the next backward "
+                f"raises '{_TWICE}'. Assign the detached tensor back to the attribute that "
+                "keeps it."
+            )
+            self._observe(Observation("GF002", Kind.STATE_KEPT, detached, message, raised=True))
+            return
+        where = (
+            "read here again in the next step"
+            if read.reset_at is None
+            else f"read at {read.place} again in the next step, by this loop inside the step"
+        )
+        reset = (
+            "Reset the state at the start of each batch"
+            if read.reset_at is None
+            else "Reset the state before this loop starts (once per training step)"
+        )
         message = (
             f"Observed at run time: the tensor made at {made} in one training step is kept in "
-            f"an object's state (`{read.state}`) and read here again in the next step; the "
-            f"backward at {_innermost(earlier.stack)} freed its graph, so the next backward "
-            f"raises '{_TWICE}'. Reset the state at the start of each batch, or detach it "
-            "where one step ends (restructure by hand: which one the model means, and where "
-            "its steps end, gradfix cannot tell)."
+            f"an object's state (`{read.state}`) and {where}; the backward at "
+            f"{_innermost(earlier.stack)} freed its graph, so the next backward raises "
+            f"'{_TWICE}'. {reset}, or detach it where one step ends (restructure by hand: "
+            "which one the model means, and where its steps end, gradfix cannot tell)."
         )
-        self._observe(Observation("GF002", Kind.STATE_KEPT, read.place, message, raised=True))
+        place = read.reset_at or read.place
+        self._observe(Observation("GF002", Kind.STATE_KEPT, place, message, raised=True))
+
+    def _rebinding_detach(self, read: _Read) -> Place | None:
+        """The line of a `.detach()` that ran on the read tensor after its step and only
+        rebound a name, in the read's own file (where the fix goes instead of the read)."""
+        place = read.dropped_detach
+        if place is None or place.path != read.place.path:
+            return None
+        try:
+            source = Path(place.path).read_bytes()
+        except OSError:
+            return None
+        return place if stores.detach_rebinds_name(source, place.line) else None
 
     # -- optimizer steps -----------------------------------------------------------------------
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -596,8 +758,34 @@ class Recorder:
         if count > self.steps:
             self.steps = count
             self._check_kept()
-            if self.stop_after and self.steps >= self.stop_after:
+            if self.stop_after and self.steps >= self.stop_after and self._may_stop():
                 raise StopTracing
+
+    def _may_stop(self) -> bool:
+        """Whether the run may stop now that N steps ran. When the step runs in an epoch's
+        batch loop (a loop with more statements after it in an outer loop's body: validation,
+        logging), the run goes on until that tail ran and two more steps (the horizon of a kept
+        tensor), so that what the epoch's end stores is watched too; never past 2N steps."""
+        if self.steps >= 2 * self.stop_after:
+            return True
+        if self._epoch is None:
+            self._epoch = self._epoch_loop(sys._getframe(2))
+            return self._epoch == ()
+        return self._tail_step is not None and self.steps >= self._tail_step + 2
+
+    def _epoch_loop(self, start: FrameType) -> tuple[int, loops.Loop] | tuple[()]:
+        """The innermost user loop around the step call, as (frame id, loop), when it is an
+        epoch's batch loop; its frame's lines are then watched for the tail. () otherwise."""
+        for frame in self._frames(start):
+            loop = loops.innermost(self._loops_of(frame), frame.f_lineno)
+            if loop is None:
+                continue
+            if loop.tail is None:
+                return ()
+            if frame.f_trace is None:
+                frame.f_trace = self._trace_line
+            return id(frame), loop
+        return ()
 
     # -- kept tensors ----------------------------------------------------------------------
     def _trace_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
@@ -608,6 +796,10 @@ class Recorder:
         return self._trace_line
 
     def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        if self._epoch and self._tail_step is None and id(frame) == self._epoch[0]:
+            loop = self._epoch[1]
+            if event == "line" and not loop.start <= frame.f_lineno <= loop.end:
+                self._tail_step = self.steps  # the batch loop is done: the epoch's tail runs
         pending = self._after.get(id(frame))
         if pending is not None and (
             event != "line" or not pending[0] <= frame.f_lineno <= pending[1].end_line
@@ -649,6 +841,8 @@ class Recorder:
         value = stores.read(frame, site.result)
         if site.appended:
             value = value[-1] if isinstance(value, list) and value else None
+        elif site.key is not None:
+            value = stores.item(value, site.key)
         receiver = stores.read(frame, site.receiver) if site.receiver else None
         self._record_stores(value, place, receiver, "")
 
@@ -907,6 +1101,22 @@ def _mark(root_nodes: list[Any], backward: _Backward) -> _Backward | None:
     return earlier
 
 
+def _graph_stacks(root_nodes: list[Any]) -> set[Stack]:
+    """The stacks of the ops whose nodes the graph under `root_nodes` holds."""
+    stacks: set[Stack] = set()
+    stack, seen = list(root_nodes), {id(n) for n in root_nodes}
+    while stack and len(seen) < _GRAPH_WALK_LIMIT:
+        current = stack.pop()
+        info = current.metadata.get(_META)
+        if info is not None:
+            stacks.add(info.stack)
+        for child, _ in current.next_functions:
+            if child is not None and id(child) not in seen and not _is_leaf_node(child):
+                seen.add(id(child))
+                stack.append(child)
+    return stacks
+
+
 def _backward_arguments(
     func: Callable, args: tuple, kwargs: dict
 ) -> tuple[list[torch.Tensor], bool]:
@@ -970,6 +1180,93 @@ def _reading_place(tensor: torch.Tensor, frames: list[FrameType]) -> tuple[Place
     if isinstance(attributes, dict):
         holders |= {f"self.{name}" for name, value in attributes.items() if value is tensor}
     return Place(chosen.f_code.co_filename, chosen.f_lineno), frozenset(holders)
+
+
+def _note_detach(args: tuple, result: Any, stack: Stack) -> None:
+    """Mark a graph tensor's node with the `.detach()` that ran after a backward reached it
+    or the nodes just under it (a state made from the step's output: `h.unsqueeze(0)`)."""
+    tensor = args[0] if args else None
+    node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
+    if node is None or not isinstance(result, torch.Tensor):
+        return
+    near = [node, *(child for child, _ in node.next_functions if child is not None)]
+    if any(_REACHED in n.metadata for n in near):
+        node.metadata[_DETACHED] = (weakref.ref(result), _innermost(stack))
+
+
+def _dropped_detach(node: Any) -> Place | None:
+    detached = node.metadata.get(_DETACHED)
+    return detached[1] if detached is not None and detached[0]() is None else None
+
+
+def _fed_from(
+    node: Any, info: _NodeInfo, frames: list[FrameType]
+) -> tuple[Place, frozenset[str]] | None:
+    """For a running sum `node` (made at `info.stack`) whose addends no backward went through,
+    but whose inputs one did, below them, and not as its loss: the model's output, passed into
+    the code that sums (a metric). The user's line that binds that output and passes it on,
+    with its names there (or the line where it enters that code). None for a sum of losses."""
+    # The sum's chain, one node per step back (the same op at the same line), then the addends.
+    chain, addends, seen = [node], [], {id(node)}
+    while chain and len(seen) < _GRAPH_WALK_LIMIT:
+        current = chain.pop()
+        for child, _ in current.next_functions:
+            if child is None or id(child) in seen or _is_leaf_node(child):
+                continue
+            seen.add(id(child))
+            earlier = child.metadata.get(_META)
+            in_chain = (
+                earlier is not None
+                and earlier.stack == info.stack
+                and type(child) is type(node)
+                and earlier.boundary < current.metadata[_META].boundary
+            )
+            (chain if in_chain else addends).append(child)
+    if not addends or any(_REACHED in a.metadata for a in addends):
+        return None
+    live = _first_reached(addends, seen)
+    made = None if live is None else live.metadata.get(_META)
+    if made is None or id(live) in live.metadata[_REACHED].roots:
+        return None  # the loss itself, summed: GF001
+    reader = Recorder._stack_of(frames)
+    entered = _diverging(reader, made.stack)
+    if entered == _innermost(reader):
+        return None  # made where it is summed: a loss term, not an output passed on
+    # This step's output, made by the same code as the one the sum kept: the name a frame
+    # binds it to (not a parameter it came in as).
+    for frame in frames:
+        code = frame.f_code
+        arguments = code.co_argcount + code.co_kwonlyargcount
+        arguments += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+        bound = [
+            name
+            for name in code.co_varnames[arguments:]
+            if _made_at(frame.f_locals.get(name)) == made.stack
+        ]
+        if bound:
+            return Place(code.co_filename, frame.f_lineno), frozenset(bound)
+    return entered, frozenset()
+
+
+def _made_at(value: Any) -> Stack | None:
+    """The stack of the op that made `value`, for a tensor gradfix tagged."""
+    node = value.grad_fn if isinstance(value, torch.Tensor) else None
+    info = None if node is None else node.metadata.get(_META)
+    return None if info is None else info.stack
+
+
+def _first_reached(nodes: list[Any], seen: set[int]) -> Any | None:
+    """The first node a backward went through, searching down from `nodes`."""
+    stack = list(nodes)
+    while stack and len(seen) < _GRAPH_WALK_LIMIT:
+        current = stack.pop(0)
+        if _REACHED in current.metadata:
+            return current
+        for child, _ in current.next_functions:
+            if child is not None and id(child) not in seen and not _is_leaf_node(child):
+                seen.add(id(child))
+                stack.append(child)
+    return None
 
 
 def _attribute_holding(tensor: torch.Tensor) -> str | None:

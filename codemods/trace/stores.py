@@ -36,6 +36,9 @@ class StoreSite:
     # its last item).
     result: Chain | None = None
     appended: bool = False
+    # The constant key of an augmented assignment to an item (`acc["mse"] += x`): `result` is
+    # the container, read at that key once the statement ran (a plain dict or list only).
+    key: str | int | None = None
 
 
 def store_sites(source: bytes) -> dict[int, StoreSite]:
@@ -56,7 +59,7 @@ def store_sites(source: bytes) -> dict[int, StoreSite]:
 def _site(node: ast.AST) -> StoreSite | None:
     end = getattr(node, "end_lineno", None) or getattr(node, "lineno", 0)
     if isinstance(node, ast.AugAssign):
-        return StoreSite(tuple(_paths(node.value)), _path(_container(node.target)), end)
+        return _augmented(node, end)
     if isinstance(node, ast.Assign):
         stored = [t for t in node.targets if isinstance(t, (ast.Attribute, ast.Subscript))]
         if not stored:
@@ -76,6 +79,33 @@ def _site(node: ast.AST) -> StoreSite | None:
         receiver = _path(_container(call.func.value))  # type: ignore[attr-defined]
         appended = call.func.attr == "append" and not operands and len(call.args) == 1
         return StoreSite(operands, receiver, end, receiver if appended else None, appended)
+    return None
+
+
+def _augmented(node: ast.AugAssign, end: int) -> StoreSite:
+    """`acc += x`: the operands it adds, read before; for an attribute or an item with a
+    constant key (`self.total += x`, `acc["mse"] += x * n`), also the sum, read after."""
+    operands = tuple(_paths(node.value))
+    receiver = _path(_container(node.target))
+    target = node.target
+    if isinstance(target, ast.Attribute):
+        return StoreSite(operands, receiver, end, _path(target))
+    if (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.value, (ast.Name, ast.Attribute))
+        and isinstance(target.slice, ast.Constant)
+        and isinstance(target.slice.value, (str, int))
+    ):
+        return StoreSite(operands, receiver, end, receiver, key=target.slice.value)
+    return StoreSite(operands, receiver, end)
+
+
+def item(container: object, key: str | int) -> object:
+    """`container[key]` for a plain dict or list (no code of the user's runs); else None."""
+    if type(container) is dict:
+        return container.get(key)
+    if type(container) is list and isinstance(key, int) and -len(container) <= key < len(container):
+        return container[key]
     return None
 
 
@@ -147,3 +177,26 @@ def _own_attribute(value: object, attribute: str) -> object:
         held = namespace.get(registry)
         found = held.get(attribute, _MISSING) if isinstance(held, dict) else _MISSING
     return found
+
+
+def detach_rebinds_name(source: bytes, line: int) -> bool:
+    """Whether the statement at `line` drops a `.detach()` result or binds it to a plain name
+    only (`h.detach()`, `h = h.detach()`): a detach that leaves whatever held the tensor
+    attached. Parsed here only for a tensor read back after such a detach (rare)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Expr, ast.Assign)) or node.lineno != line:
+            continue
+        value = node.value
+        is_detach = (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "detach"
+        )
+        if isinstance(node, ast.Expr):
+            return is_detach
+        return is_detach and all(isinstance(t, ast.Name) for t in node.targets)
+    return False
