@@ -106,48 +106,35 @@ def test_state_an_object_keeps_across_steps_is_reported_where_it_is_read(tmp_pat
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
 
 
-def test_a_recurrence_inside_a_step_is_not_detached_at_its_read(tmp_path: Path) -> None:
+# State kept across steps whose fix `trace` can only report, each at the line the fix
+# changes (and, in the message, the line that stores the state); `--fix` leaves the file as
+# it is, and the twin, which resets or detaches the state, is silent.
+REPORTED_WHERE_THE_FIX_GOES = [
     # `self.state` (line 17) is carried from one batch to the next, but the same line also
     # reads it at each time step of a batch: `.detach()` there would cut the graph inside the
-    # batch and change the gradients. Reported where the reset goes, before the statement
-    # whose generator runs the time steps (line 27), the file left as it is; the twin resets
-    # the state at the start of each batch.
-    case = CASES / "GF002_object_state"
-    for name in ("before.py", "twin.py"):
-        shutil.copy(case / name, tmp_path / name)
-    completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
-    assert _findings(completed) == [("GF002", 27, "report")], completed.stderr
-    assert "line 17" in json.loads(completed.stdout)[0]["message"]
-    assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
-    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
-    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
-
-
-def test_state_a_time_loop_reads_is_reported_where_the_loop_starts(tmp_path: Path) -> None:
+    # batch. Reported before the statement whose generator runs the time steps (line 27).
+    pytest.param("GF002_object_state", 27, "line 17", id="recurrence-inside-a-step"),
     # The neuron keeps `self.mem` (line 16) across batches; the loop over time steps in
-    # `run_steps` (line 22) reads it within each batch, while the loop in `train` also runs
-    # the backward (a training loop): the reset goes before line 22. The twin resets it there.
-    case = CASES / "GF002_time_loop_state"
-    for name in ("before.py", "twin.py"):
-        shutil.copy(case / name, tmp_path / name)
-    completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
-    assert _findings(completed) == [("GF002", 22, "report")], completed.stderr
-    assert "line 16" in json.loads(completed.stdout)[0]["message"]
-    assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
-    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
-    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
-
-
-def test_a_detach_that_only_rebinds_a_name_is_where_the_fix_goes(tmp_path: Path) -> None:
+    # `run_steps` (line 22) reads it within each batch, while `train`'s loop also runs the
+    # backward: the reset goes before line 22.
+    pytest.param("GF002_time_loop_state", 22, "line 16", id="time-loop-state"),
     # `state.detach()` runs `tensor = tensor.detach()` (line 13) after each backward: the
     # detached copy rebinds the loop's name and is dropped, and the next chunk reads the
-    # attached `state.h` at line 21. Reported at line 13, not at the read; the twin stores the
-    # detached tensors back on the object.
-    case = CASES / "GF002_detach_rebinds_name"
+    # attached `state.h` at line 21. Reported at line 13, not at the read.
+    pytest.param("GF002_detach_rebinds_name", 13, "", id="detach-rebinds-a-name"),
+]
+
+
+@pytest.mark.parametrize(("case_name", "line", "mentions"), REPORTED_WHERE_THE_FIX_GOES)
+def test_state_kept_across_steps_is_reported_where_the_fix_goes(
+    case_name: str, line: int, mentions: str, tmp_path: Path
+) -> None:
+    case = CASES / case_name
     for name in ("before.py", "twin.py"):
         shutil.copy(case / name, tmp_path / name)
     completed = _trace("--fix", "--format", "json", "before.py", cwd=tmp_path)
-    assert _findings(completed) == [("GF002", 13, "report")], completed.stderr
+    assert _findings(completed) == [("GF002", line, "report")], completed.stderr
+    assert mentions in json.loads(completed.stdout)[0]["message"]
     assert (tmp_path / "before.py").read_bytes() == (case / "before.py").read_bytes()
     completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
