@@ -12,7 +12,6 @@ import ast
 import io
 import tokenize
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -65,11 +64,15 @@ class FileAnalysis:
         self._lines = SourceLines(source)
         self.index: Index = build_index(tree)
         self.aliases = import_aliases(tree)
+        self._qualified: dict[ast.AST, str | None] = {}
         self.facts: dict[ScopeNode, ScopeFacts] = {}
         self._env_before: dict[ast.AST, Env] = {}
         self._grad_enabled: dict[ast.AST, bool] = {}
         self._loop_entry: dict[ast.AST, Env] = {}
-        self._call_args: dict[Function, list[list[Value]]] = {}
+        # What each positional parameter of each function received, joined over the calls
+        # the interpreter followed so far, in their order (kept as it grows: joining every
+        # call again for each call made the many calls of one helper quadratic).
+        self._passed_to: dict[Function, list[Value]] = {}
         # the grad modes the calls of each function the interpreter followed ran in
         self._call_grads: dict[Function, set[bool]] = {}
         # The classes of the objects each method of the file is called on (`model.step()` on
@@ -82,6 +85,8 @@ class FileAnalysis:
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
+        # Asked for every call and parameter of a method: the answers never change.
+        self._derived_from: dict[tuple[str, Callable[[str | None], bool]], bool] = {}
         self._readers: dict[tuple[str | None, bool], Interpreter] = {}
         self._interpreted = False  # every scope has run: module and class facts are final
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
@@ -109,7 +114,13 @@ class FileAnalysis:
         return [self._lines.text(line) for line in range(1, len(self._lines) + 1)]
 
     def qualified_name(self, node: ast.AST) -> str | None:
-        return qualify(node, self.aliases)
+        # Remembered by node: the interpreter asks again for each call each time it runs a
+        # body, and rules and provenance ask again.
+        qualified = self._qualified
+        if node in qualified:
+            return qualified[node]
+        name = qualified[node] = qualify(node, self.aliases)
+        return name
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.index.parents.get(node)
@@ -531,17 +542,23 @@ class FileAnalysis:
     def instance(self, class_name: str) -> Value:
         """An instance of the file's class `class_name`, knowing the file's classes it
         derives from."""
+        # A new object each time: `_interpret_scope` tells a rebound attribute from one only
+        # read by identity (`self.conv = Conv(...)` in a subclass, as its base also does).
         bases = tuple(self.lineage(class_name)[1:])
         return Value(Grad.FREE, self.instance_kind(class_name), cls=class_name, bases=bases)
 
     def _derives_from(self, class_name: str, is_base: Callable[[str | None], bool]) -> bool:
         """Whether the class, or one of the file's classes it derives from, names a base
         `is_base` accepts (`torch.nn.Module`, `torch.optim.Optimizer`, ...)."""
-        return any(
-            is_base(self.qualified_name(base))
-            for owner in self.lineage(class_name)
-            for base in self.index.classes[owner].bases
-        )
+        key = (class_name, is_base)
+        known = self._derived_from.get(key)
+        if known is None:
+            known = self._derived_from[key] = any(
+                is_base(self.qualified_name(base))
+                for owner in self.lineage(class_name)
+                for base in self.index.classes[owner].bases
+            )
+        return known
 
     def function_named(self, callee: Value) -> Function | None:
         if callee.kind is Kind.FUNCTION and callee.cls is not None:
@@ -660,7 +677,7 @@ class FileAnalysis:
 
     def _interpreter(self, scope: ScopeNode, grad: bool) -> Interpreter:
         return Interpreter(
-            lambda node: qualify(node, self.aliases),
+            self.qualified_name,
             self._call_value,
             self._global_lookup(scope),
             self._backward_evidence,
@@ -754,14 +771,16 @@ class FileAnalysis:
                 self._interpret_scope(init, self._parameter_env(init), True)
         # What that pass passed on is not yet known (`super().__init__(net, printer)` with
         # parameters no caller filled): every call is interpreted again below.
-        self._call_args.clear()
+        self._passed_to.clear()
         self._call_grads.clear()
         self._receiver_classes.clear()
         self._interpret_scope(self.module, {}, True)
         ordered = self._callers_first()
         interpreted_with: dict[Function, tuple[tuple[Value, ...], bool]] = {}
         for function in ordered:
-            interpreted_with[function] = self._interpret_function(function)
+            env, grad = self._calling_context(function)
+            self._interpret_scope(function, dict(env), grad)
+            interpreted_with[function] = (self._passed(function, env), grad)
         # A method called through an instance (`m(preds, target)` runs `Metric.forward`) has
         # callers the order above cannot see by name; once, it runs again with what they
         # passed, and in the grad mode they called it in, when that differs. Attributes of
@@ -772,14 +791,7 @@ class FileAnalysis:
                 continue
             env, grad = self._calling_context(function)
             if (self._passed(function, env), grad) != interpreted_with[function]:
-                self._interpret_function(function)
-
-    def _interpret_function(self, function: Function) -> tuple[tuple[Value, ...], bool]:
-        """Interprets `function` with what its callers pass; returns the values of its
-        parameters and the grad mode it ran in."""
-        env, grad = self._calling_context(function)
-        self._interpret_scope(function, dict(env), grad)
-        return self._passed(function, env), grad
+                self._interpret_scope(function, dict(env), grad)
 
     def _passed(self, function: Function, env: Env) -> tuple[Value, ...]:
         return tuple(env.get(param.arg, UNKNOWN) for param in self.passed_parameters(function))
@@ -882,17 +894,25 @@ class FileAnalysis:
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
             for param in receiver:
-                env[param.arg] = replace(self.instance(own), kind=kind)
+                env[param.arg] = self.instance(own).with_(kind=kind)
             for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
-        calls = self._call_args.get(function, [])
+        passed = self._passed_to.get(function)
         for position, param in enumerate(params):
-            value: Value | None = None
-            for args in calls:
-                passed = args[position] if position < len(args) else UNKNOWN
-                value = passed if value is None else value.join(passed)
-            env[param.arg] = value if value is not None else UNKNOWN
+            env[param.arg] = passed[position] if passed is not None else UNKNOWN
         return env
+
+    def _record_call(self, function: Function, positional: list[Value]) -> None:
+        """Joins what a call passes `function` positionally into what its parameters receive;
+        a parameter the call leaves to its default receives UNKNOWN."""
+        count = len(self.passed_parameters(function))
+        given = [positional[i] if i < len(positional) else UNKNOWN for i in range(count)]
+        passed = self._passed_to.get(function)
+        if passed is None:
+            self._passed_to[function] = given
+        else:
+            joined = [old.join(new) for old, new in zip(passed, given, strict=True)]
+            self._passed_to[function] = joined
 
     def _overrides_value(
         self, node: ast.Call, class_name: str, args: list[Value], grad: bool, method: str
@@ -949,8 +969,7 @@ class FileAnalysis:
         if callee.kind is Kind.CLASS and callee.cls is not None:
             init = self.index.classes[callee.cls].methods.get("__init__")
             if init is not None and not has_star(node):
-                positional = args[: len(node.args)]
-                self._call_args.setdefault(init, []).append(positional)
+                self._record_call(init, args[: len(node.args)])
             return self.instance(callee.cls)
         function: Function | None
         receiver: Value | None = None
@@ -972,7 +991,7 @@ class FileAnalysis:
         if function is None or has_star(node):
             return None
         positional = args[: len(node.args)]
-        self._call_args.setdefault(function, []).append(positional)
+        self._record_call(function, positional)
         self._call_grads.setdefault(function, set()).add(grad)
         if receiver is not None and self.class_of(function) is not None:
             self._receiver_classes.setdefault(function, set()).add(receiver.cls)

@@ -55,6 +55,10 @@ class BindingKind(Enum):
     PARAMETER = "parameter"  # a parameter of the function
     OTHER = "other"  # with-as, except-as, import, def, class, del, global: not followed
 
+    # Members are compared by identity: hash them so too. `Enum`'s own hash is Python code
+    # (it hashes the name), and the analysis hashes these in every memo key it builds.
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, eq=False)
 class Binding:

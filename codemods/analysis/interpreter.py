@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from codemods.analysis import torch_api
 from codemods.analysis.syntax import has_star, is_true, keyword_argument, string_value
@@ -333,8 +333,7 @@ class Interpreter:
                     # is differentiated; which one the analysis does not track, so what it
                     # holds is attached by this evidence only (a lower tier).
                     if value.element in (None, Grad.UNKNOWN):
-                        value = replace(
-                            value,
+                        value = value.with_(
                             element=Grad.LIKELY,
                             element_value=Value(
                                 Grad.LIKELY,
@@ -344,8 +343,7 @@ class Interpreter:
                             ),
                         )
                 elif evidence and evidence != "element" and value.kind in _TENSOR_LIKE:
-                    value = replace(
-                        value,
+                    value = value.with_(
                         grad=Grad.ATTACHED,
                         kind=Kind.TENSOR,
                         loss=True,
@@ -379,13 +377,13 @@ class Interpreter:
                     item = self.value(first_argument(value), env, grad)  # type: ignore[arg-type]
                     return {**env, key: receiver.storing(item)}
                 if method == "detach_":
-                    return {**env, key: replace(receiver, grad=Grad.FREE)}
+                    return {**env, key: receiver.with_(grad=Grad.FREE)}
                 if method == "update" and receiver.kind is Kind.DICT:
                     return {**env, key: self.dict_update(value, receiver, env, grad)}
                 if method in _DICT_REMOVERS and receiver.entries is not None:
                     # `d.pop("loss")`: the known entries may have changed
                     self.value(value, env, grad)
-                    return {**env, key: replace(receiver, entries=None)}
+                    return {**env, key: receiver.with_(entries=None)}
         self.value(value, env, grad)
         return env
 
@@ -434,7 +432,7 @@ class Interpreter:
                 if held.kind is Kind.TENSOR and grad and value.grad is Grad.ATTACHED:
                     # `values[t] = v`: the copy into the tensor is recorded (CopySlices), so
                     # the whole tensor now has a history.
-                    env[container] = replace(held, grad=Grad.ATTACHED, evidence=value.evidence)
+                    env[container] = held.with_(grad=Grad.ATTACHED, evidence=value.evidence)
                 else:
                     key = _constant_key(target.slice)
                     stored = held.storing(value) if key is None else held.storing_entry(key, value)
@@ -491,7 +489,7 @@ class Interpreter:
             if kind is ast.List:
                 return container_of(Kind.LIST, items, unpacked=starred)
             parts = None if starred else tuple(items)
-            return replace(container_of(Kind.TUPLE, items, unpacked=starred), parts=parts)
+            return container_of(Kind.TUPLE, items, unpacked=starred).with_(parts=parts)
         if kind is ast.ListComp or kind is ast.GeneratorExp or kind is ast.DictComp:
             return self.comprehension(node, env, grad)  # type: ignore[arg-type]
         if kind is ast.Dict:
@@ -506,7 +504,7 @@ class Interpreter:
             names = [_constant_key(key) for key in keys]
             if unpacked or None in names:
                 return literal
-            return replace(literal, entries=tuple(zip(names, values, strict=True)))  # type: ignore[arg-type]
+            return literal.with_(entries=tuple(zip(names, values, strict=True)))  # type: ignore[arg-type]
         return UNKNOWN
 
     def subscript(self, node: ast.Subscript, env: Env, grad: bool) -> Value:
@@ -545,7 +543,7 @@ class Interpreter:
     def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
         """The result of a differentiable tensor operation on inputs that are `inputs`."""
         if not grad:
-            return replace(FREE_TENSOR, scalar=scalar)
+            return FREE_TENSOR.with_(scalar=scalar)
         return Value(inputs, Kind.TENSOR, scalar=scalar)
 
     def arithmetic(self, left: Value, right: Value, grad: bool) -> Value:
@@ -666,9 +664,8 @@ class Interpreter:
                 else:
                     output = self.module_output(node, Value(Grad.FREE, Kind.MODULE), [], grad)
             return output
-        output = replace(
-            self.tensor_result(Grad.ATTACHED, grad),
-            evidence="it is the output of a module call",
+        output = self.tensor_result(Grad.ATTACHED, grad).with_(
+            evidence="it is the output of a module call"
         )
         if callee.cls in torch_api.RECURRENT_MODULES:
             state = output
@@ -677,17 +674,17 @@ class Interpreter:
             return Value(Grad.FREE, Kind.TUPLE, element=output.grad, parts=(output, state))
         forward = self.call_value(node, callee, args, grad, "forward")
         if forward is not None and forward.kind is Kind.TUPLE:
-            return replace(forward, element=forward.element or output.grad)
+            return forward.with_(element=forward.element or output.grad)
         if forward is not None and forward.kind is Kind.DICT and forward.element is not None:
             return forward  # a dict of outputs or losses (`{"cls": ..., "box": ...}`)
         if forward is not None and forward.grad is Grad.ATTACHED and grad:
-            return replace(output, scalar=forward.scalar, loss=forward.loss)
+            return output.with_(scalar=forward.scalar, loss=forward.loss)
         return output
 
     def loss_result(self, args: list[Value], grad: bool, scalar: bool) -> Value:
         inputs = joined_grad(args[:2])
         if not grad or inputs is Grad.FREE:
-            return replace(FREE_TENSOR, scalar=scalar)
+            return FREE_TENSOR.with_(scalar=scalar)
         # A loss is attached only when its inputs are: over values the file does not trace
         # (a test's fixed tensors, a parameter) it is attached by convention only.
         if inputs is not Grad.ATTACHED:
@@ -724,7 +721,7 @@ class Interpreter:
                 return Value(Grad.FREE, Kind.MODULE, cls=name, parts=tuple(args))
             if name == "torch.nn.ModuleDict" and len(args) == 1 and args[0].kind is Kind.DICT:
                 # `nn.ModuleDict({"trunk": ...})`: its entries, by key, as the dict's
-                return replace(args[0], kind=Kind.MODULE, cls=name)
+                return args[0].with_(kind=Kind.MODULE, cls=name)
             return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)
@@ -738,7 +735,7 @@ class Interpreter:
                 and type(first) is ast.Constant
                 and type(first.value) in (int, float)  # a number literal, not `True`/`False`
             )
-            return replace(FREE_TENSOR, scalar=scalar)
+            return FREE_TENSOR.with_(scalar=scalar)
         if name in torch_api.GRAPH_LEAVING_FUNCTIONS:
             return FREE_TENSOR
         if name.startswith("torch.") and not short[:1].isupper():
@@ -758,7 +755,7 @@ class Interpreter:
             if method in torch_api.GRAPH_LEAVING_METHODS:
                 if method in torch_api.TO_PYTHON_METHODS:
                     return NUMBER
-                return replace(FREE_TENSOR, scalar=receiver.scalar)
+                return FREE_TENSOR.with_(scalar=receiver.scalar)
             if method in torch_api.GRAPH_KEEPING_METHODS:
                 reducing = method in torch_api.REDUCING_METHODS and not _argument_count(node)
                 inputs = receiver.grad.combine(joined_grad(args)) if args else receiver.grad
@@ -767,7 +764,7 @@ class Interpreter:
                     grad,
                     scalar=reducing or (receiver.scalar and method not in ("expand", "repeat")),
                 )
-                return replace(result, evidence=receiver.evidence, loss=receiver.loss)
+                return result.with_(evidence=receiver.evidence, loss=receiver.loss)
         if (
             receiver.kind is Kind.TENSOR
             and receiver.grad is not Grad.UNKNOWN
@@ -818,12 +815,12 @@ class Interpreter:
             return empty
         if isinstance(factory, ast.Name) and factory.id == "list":
             lists = Value(Grad.FREE, Kind.LIST)
-            return replace(empty, element=Grad.FREE, element_value=lists)
+            return empty.with_(element=Grad.FREE, element_value=lists)
         if isinstance(factory, ast.Name):
             made = self.lookup_global(factory.id)
             if made.kind is Kind.CLASS:
                 instance = Value(Grad.FREE, Kind.OBJECT, cls=made.cls)
-                return replace(empty, element=Grad.FREE, element_value=instance)
+                return empty.with_(element=Grad.FREE, element_value=instance)
         return Value(Grad.FREE, Kind.DICT, element=Grad.UNKNOWN)
 
 

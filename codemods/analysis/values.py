@@ -7,8 +7,9 @@ unsafe tier; UNKNOWN is the top: a rule never rewrites on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from enum import Enum
+from typing import Any
 
 
 class Grad(Enum):
@@ -16,6 +17,10 @@ class Grad(Enum):
     ATTACHED = "attached"  # proven part of a graph
     LIKELY = "likely"  # part of a graph by naming convention only
     UNKNOWN = "unknown"
+
+    # Members are compared by identity: hash them so too. `Enum`'s own hash is Python code
+    # (it hashes the name), and the analysis hashes these in every memo key it builds.
+    __hash__ = object.__hash__
 
     def join(self, other: Grad) -> Grad:
         """What is known of a value that may come from either side (a branch, a loop)."""
@@ -57,8 +62,15 @@ class Kind(Enum):
     CLASS = "class"  # a class defined in this file (see `Value.cls` for its name)
     UNKNOWN = "unknown"
 
+    # Members are compared by identity: hash them so too. `Enum`'s own hash is Python code
+    # (it hashes the name), and the analysis hashes these in every memo key it builds.
+    __hash__ = object.__hash__
 
-@dataclass(frozen=True)
+
+# Values are never changed once made: `with_` makes a changed copy. Not `frozen=True`: a frozen
+# dataclass sets each field through `object.__setattr__`, which made building values (hundreds
+# of thousands for a model library's files) a noticeable share of the interpreter's time.
+@dataclass(unsafe_hash=True)
 class Value:
     grad: Grad = Grad.UNKNOWN
     kind: Kind = Kind.UNKNOWN
@@ -113,8 +125,9 @@ class Value:
         ):
             parts = tuple(a.join(b) for a, b in zip(self.parts, other.parts, strict=True))
         cls, bases = _common_class(self, other)
-        grads = {self.grad, other.grad}
-        mixed = Grad.FREE in grads and (Grad.ATTACHED in grads or Grad.LIKELY in grads)
+        mixed = (self.grad is Grad.FREE and other.grad.attached) or (
+            other.grad is Grad.FREE and self.grad.attached
+        )
         return Value(
             parts=parts,
             grad=self.grad.join(other.grad),
@@ -134,8 +147,14 @@ class Value:
             ),
         )
 
-    def with_grad(self, grad: Grad) -> Value:
-        return replace(self, grad=grad)
+    def with_(self, **changes: Any) -> Value:
+        """A copy of this value with the fields `changes` names set (`dataclasses.replace`,
+        without its per-field work)."""
+        if not changes.keys() <= _FIELDS:
+            raise TypeError(f"Value has no field {sorted(changes.keys() - _FIELDS)}")
+        copy = object.__new__(Value)
+        copy.__dict__.update(self.__dict__, **changes)
+        return copy
 
     def element_read(self) -> Value:
         """What reading one element of this container gives (`xs[i]`, `for x in xs`)."""
@@ -147,16 +166,16 @@ class Value:
         """This container after `item` is stored into it (`xs.append(item)`, `d[k] = item`):
         a store under a key gradfix does not know may replace any known entry."""
         if self.element is None:
-            return replace(self, element=item.grad, element_value=item, entries=None, empty=False)
+            return self.with_(element=item.grad, element_value=item, entries=None, empty=False)
         element_value = None if self.element_value is None else self.element_value.join(item)
-        return replace(
-            self, element=self.element.join(item.grad), element_value=element_value, entries=None
+        return self.with_(
+            element=self.element.join(item.grad), element_value=element_value, entries=None
         )
 
     def storing_entry(self, key: str, item: Value) -> Value:
         """This dict after `item` is stored under the constant key `key` (`d["loss"] = item`)."""
         kept = tuple(entry for entry in self.entries or () if entry[0] != key)
-        return replace(self.storing(item), entries=(*kept, (key, item)))
+        return self.storing(item).with_(entries=(*kept, (key, item)))
 
     def entry(self, key: str) -> Value | None:
         """What the entry under the constant key `key` holds, None when it is not known."""
@@ -164,6 +183,9 @@ class Value:
             if name == key:
                 return value
         return None
+
+
+_FIELDS = frozenset(field.name for field in fields(Value))
 
 
 def _common_class(left: Value, right: Value) -> tuple[str | None, tuple[str, ...]]:
