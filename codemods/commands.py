@@ -13,7 +13,6 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from codemods import __version__, engine, output
 from codemods.cache import CACHE_DIR, ResultCache
@@ -207,7 +206,8 @@ def _with_cache(inputs: Inputs, no_cache: bool) -> Inputs:
     if no_cache or not inputs.tasks:
         return inputs
     cache = ResultCache.at(inputs.settings.root)
-    return replace(inputs, tasks=[replace(task, cache=cache) for task in inputs.tasks])
+    tasks = [FileTask(task.path, task.select, cache, task.roots) for task in inputs.tasks]
+    return replace(inputs, tasks=tasks)
 
 
 def _results(inputs: Inputs, mode: Mode, jobs: int | None) -> list[FileResult]:
@@ -401,9 +401,11 @@ def trace(
 @app.command("rules")
 def list_rules() -> None:
     """List the rules: code, name and what each detects."""
-    table = Table("Code", "Name", "Summary")
+    from rich.table import Table
+
     from codemods.rules import RULES
 
+    table = Table("Code", "Name", "Summary")
     for code in sorted(RULES):
         rule = RULES[code]
         table.add_row(rule.code, rule.name, rule.summary)

@@ -465,7 +465,7 @@ def run_cached(
     unindexed: list[warm.Signature | None] = []
     known: list[FileResult | None] = []
     for task in tasks:
-        index = _index(task.cache, indexes)
+        index = _index(task.cache, indexes) if task.cache is not None else None
         metadata = warm.signature(task.path) if index is not None else None
         result = None
         if index is not None and metadata is not None:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from codemods.engine import NOTEBOOK_SUFFIX, ErrorKind, FileError, FileResult
 from codemods.findings import Finding, Tier
@@ -502,6 +501,9 @@ def progress(total: int, console: Console | None = None) -> Iterator[Callable[[]
     if total <= PROGRESS_MIN_FILES or not sys.stderr.isatty():
         yield lambda: None
         return
+    # Imported here: a run without a terminal to draw on (CI, a warm rerun) need not load it.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("gradfix"),
         BarColumn(),

@@ -9,11 +9,14 @@ always processed, whatever the defaults say about it.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 SKIPPED_DIRS = frozenset(
     {
@@ -57,6 +60,8 @@ class IgnoreFile:
 
     @classmethod
     def from_lines(cls, base: Path, lines: Iterable[str]) -> IgnoreFile:
+        import pathspec  # here, not at the top: most runs have no ignore file to compile
+
         lines = [line.rstrip("\r\n") for line in lines]
         positive = [line[1:] if line.startswith("!") else line for line in lines]
         return cls(
@@ -116,7 +121,7 @@ def _is_virtualenv(directory: Path) -> bool:
 
 def _walk(
     directory: Path, real: Path, stack: list[IgnoreFile], excludes: Sequence[IgnoreFile]
-) -> Iterator[tuple[Path, Path]]:
+) -> Iterator[tuple[Path, str]]:
     """Yield the files under `directory` (as given), each with its real path; `real` is the
     directory's resolved path, which the ignore patterns are matched against."""
     own = _read_gitignore(real)
@@ -145,7 +150,7 @@ def _walk(
         ):
             # Folders are never followed through links, so only a link's real path differs.
             linked = entry.is_symlink()
-            yield directory / entry.name, Path(os.path.realpath(real_path)) if linked else real_path
+            yield directory / entry.name, os.path.realpath(real_path) if linked else str(real_path)
 
 
 def _is_file(entry: os.DirEntry[str]) -> bool:
@@ -171,22 +176,36 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
     PathNotFoundError for a path that does not exist.
     """
     files: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()  # real paths
+    real_folders: dict[str, str] = {}
     for path in paths:
-        if path.is_dir():
+        try:
+            is_folder = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError:
+            raise PathNotFoundError(f"{path}: no such file or directory") from None
+        if is_folder:
             real = path.resolve()
             # Exclude patterns are relative to where they were given; a directory outside
             # that place gets them relative to itself.
             rebased = [e if real.is_relative_to(e.base) else e.rebase(real) for e in excludes]
-            found: Iterable[tuple[Path, Path]] = _walk(
-                path, real, _parent_gitignores(real), rebased
-            )
-        elif path.exists():
-            found = [(path, Path(os.path.realpath(path)))]  # unlike resolve, fine with loops
+            found: Iterable[tuple[Path, str]] = _walk(path, real, _parent_gitignores(real), rebased)
         else:
-            raise PathNotFoundError(f"{path}: no such file or directory")
+            found = [(path, _real_file_path(path, real_folders))]
         for file, key in found:
             if key not in seen:
                 seen.add(key)
                 files.append(file)
     return files
+
+
+def _real_file_path(path: Path, real_folders: dict[str, str]) -> str:
+    """`os.path.realpath(path)` (unlike `resolve`, fine with link loops), resolving each folder
+    once: the files of one folder, named one by one on the command line, share it."""
+    folder, name = os.path.split(path)
+    if name in ("", ".", "..") or os.path.islink(path):
+        return os.path.realpath(path)
+    folder = folder or os.curdir
+    real_folder = real_folders.get(folder)
+    if real_folder is None:
+        real_folder = real_folders[folder] = os.path.realpath(folder)
+    return os.path.join(real_folder, name)

@@ -57,6 +57,7 @@ class WarmIndex:
     key: bytes
     records: dict[str, Any]
     seen: set[str] = field(default_factory=set)
+    rule_lists: dict[frozenset[str], str] = field(default_factory=dict)
     changed: bool = False
 
     @classmethod
@@ -85,9 +86,11 @@ class WarmIndex:
     def _sign(self, payload: bytes) -> bytes:
         return hmac.new(self.key, self.name.encode() + b"\0" + payload, hashlib.sha256).digest()
 
-    @staticmethod
-    def _record_key(path: Path, select: frozenset[str], unsafe_fixes: bool) -> str:
-        return f"{os.path.abspath(path)}\0{','.join(sorted(select))}\0{unsafe_fixes:d}"
+    def _record_key(self, path: Path, select: frozenset[str], unsafe_fixes: bool) -> str:
+        rules = self.rule_lists.get(select)
+        if rules is None:  # one or a few rule sets per run: spelled once each
+            rules = self.rule_lists[select] = ",".join(sorted(select))
+        return f"{os.path.abspath(path)}\0{rules}\0{unsafe_fixes:d}"
 
     def lookup(
         self, path: Path, select: frozenset[str], unsafe_fixes: bool, metadata: Signature

@@ -88,6 +88,7 @@ class FileAnalysis:
         # Asked for every call and parameter of a method: the answers never change.
         self._derived_from: dict[tuple[str, Callable[[str | None], bool]], bool] = {}
         self._readers: dict[tuple[str | None, bool], Interpreter] = {}
+        self._values_of: dict[ast.AST, Value] = {}
         self._interpreted = False  # every scope has run: module and class facts are final
         self._bindings: dict[ScopeNode, ScopeBindings] = {}
         self._enclosing_loops: dict[ast.AST, tuple[Loop, ...]] = {}
@@ -143,6 +144,9 @@ class FileAnalysis:
 
     def value_of(self, expression: ast.AST) -> Value:
         """What is known of `expression` just before its statement runs."""
+        known = self._values_of.get(expression)
+        if known is not None:
+            return known
         statement = self.statement_of(expression)
         if statement is None:
             return UNKNOWN
@@ -157,7 +161,10 @@ class FileAnalysis:
             interpreter = self._interpreter(scope, grad)
             if self._interpreted:
                 self._readers[key] = interpreter
-        return interpreter.value(expression, self._env_before[statement], grad)
+        value = interpreter.value(expression, self._env_before[statement], grad)
+        if self._interpreted:  # rules ask again and again, and the facts are now final
+            self._values_of[expression] = value
+        return value
 
     def env_before(self, statement: ast.AST) -> Env:
         return self._env_before.get(statement, {})

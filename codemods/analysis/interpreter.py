@@ -117,7 +117,11 @@ def _argument_count(call: ast.Call) -> int:
 def join_envs(left: Env, right: Env) -> Env:
     joined = dict(left)
     for key, value in right.items():
-        joined[key] = joined[key].join(value) if key in joined else value.join(UNKNOWN)
+        known = joined.get(key)
+        if known is None:
+            joined[key] = value.join(UNKNOWN)
+        elif known is not value:  # most entries are shared by both: nothing to join
+            joined[key] = known.join(value)
     for key in left.keys() - right.keys():
         joined[key] = left[key].join(UNKNOWN)
     return joined
@@ -446,9 +450,8 @@ class Interpreter:
         kind = type(node)
         if kind is ast.Name:
             name = node.id  # type: ignore[attr-defined]
-            if name in env:
-                return env[name]
-            return self.lookup_global(name)
+            known = env.get(name)
+            return known if known is not None else self.lookup_global(name)
         if kind is ast.Attribute:
             return self.attribute(node, env, grad)  # type: ignore[arg-type]
         if kind is ast.Call:
@@ -569,12 +572,12 @@ class Interpreter:
         )
 
     def attribute(self, node: ast.Attribute, env: Env, grad: bool) -> Value:
-        key = target_key(node)
-        if key is not None and key in env:
-            return env[key]
-        if key is not None:
-            return self.lookup_global(key)
-        base = self.value(node.value, env, grad)
+        owner = node.value
+        if type(owner) is ast.Name and owner.id == "self":  # `target_key`, inlined: hot
+            key = f"self.{node.attr}"
+            known = env.get(key)
+            return known if known is not None else self.lookup_global(key)
+        base = self.value(owner, env, grad)
         attr = node.attr
         if base.kind is Kind.TENSOR:
             if attr in ("T", "mT", "H", "real", "imag"):
