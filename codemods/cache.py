@@ -70,11 +70,12 @@ def _user_key() -> bytes | None:
         return None  # no private place for a key: no cache, rather than an unsigned one
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ResultCache:
     """The entries under `directory`; `salt` stands for what the results depend on besides
     the bytes and the options; `key` signs them (None: the cache is off). Small and
-    picklable: every task carries it to its worker."""
+    picklable: every task carries it to its worker. Compared by identity: a run makes one,
+    and looks its warm index up for every file."""
 
     directory: Path
     salt: str
