@@ -42,6 +42,7 @@ from codemods.analysis.positions import Point, SourceLines, SourcePositions, Spa
 from codemods.analysis.syntax import has_star
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
+from codemods.analysis.weights import ModuleWeights
 
 if TYPE_CHECKING:
     from codemods.analysis.flows import Flow
@@ -55,6 +56,8 @@ _LOOP_TYPES = frozenset(LOOP_TYPES)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 # Whitespace a parenthesised expression may have inside its parentheses.
 _SPACE = " \t\f\r\n\\"
+_COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
 
 
 class FileAnalysis:
@@ -157,7 +160,51 @@ class FileAnalysis:
             interpreter = self._interpreter(scope, grad)
             if self._interpreted:
                 self._readers[key] = interpreter
-        return interpreter.value(expression, self._env_before[statement], grad)
+        env = self._env_before[statement]
+        for comprehension, generators in self._comprehensions_around(expression, statement):
+            env = interpreter.generators_bound(comprehension.generators[:generators], env, grad)
+        return interpreter.value(expression, env, grad)
+
+    def comprehensions_around(self, node: ast.AST) -> list[Comprehension]:
+        """The comprehensions of `node`'s statement that may run `node` more than once (it is
+        in their element, key, value, a condition, or an iterable past the first), outermost
+        first."""
+        statement = self.statement_of(node)
+        if statement is None:
+            return []
+        return [
+            comprehension
+            for comprehension, generators in self._comprehensions_around(node, statement)
+            if generators > 0
+        ]
+
+    def _comprehensions_around(
+        self, expression: ast.AST, statement: ast.AST
+    ) -> list[tuple[Comprehension, int]]:
+        """The comprehensions of `statement` around `expression`, outermost first, each with
+        how many of its generators bind names `expression` sees (`m` in `{k: m(x) for k, m
+        in self.items()}`): all of them for its element, those before a generator for that
+        generator's iterable, up to and with it for its target and conditions."""
+        found: list[tuple[Comprehension, int]] = []
+        parents = self.index.parents
+        child, node = expression, parents.get(expression)
+        while node is not None and child is not statement:
+            if isinstance(node, _COMPREHENSION_TYPES):
+                generators = len(node.generators)
+                if isinstance(child, ast.comprehension):
+                    position = node.generators.index(child)
+                    generators = position if self._in_iterable(child, expression) else position + 1
+                found.append((node, generators))
+            child, node = node, parents.get(node)
+        found.reverse()
+        return found
+
+    def _in_iterable(self, generator: ast.comprehension, node: ast.AST) -> bool:
+        while node is not generator:
+            if node is generator.iter:
+                return True
+            node = self.index.parents[node]
+        return False
 
     def env_before(self, statement: ast.AST) -> Env:
         return self._env_before.get(statement, {})
@@ -526,6 +573,15 @@ class FileAnalysis:
     def is_module_class(self, class_name: str) -> bool:
         return self._derives_from(class_name, _is_module_base)
 
+    def is_module_collection(self, class_name: str) -> bool:
+        """`nn.ModuleDict`, `nn.ModuleList`, or a class of the file deriving from one: going
+        over its entries runs each once."""
+        if _is_module_collection(class_name):
+            return True
+        return class_name in self.index.classes and self._derives_from(
+            class_name, _is_module_collection
+        )
+
     def is_optimizer_class(self, class_name: str) -> bool:
         """A class of the file that subclasses a torch optimizer (`class SAM(Optimizer)`)."""
         return self._derives_from(class_name, _is_optimizer_base)
@@ -615,6 +671,11 @@ class FileAnalysis:
     def training(self) -> TrainingSteps:
         """Which loops and functions reach a backward or optimizer step."""
         return TrainingSteps(self)
+
+    @cached_property
+    def weights(self) -> ModuleWeights:
+        """Which of the file's module classes compute without weights."""
+        return ModuleWeights(self)
 
     def loop_reaches_step(self, loop: Loop) -> bool:
         """Whether a backward or optimizer step runs between two iterations of `loop`."""
@@ -1104,6 +1165,10 @@ _MODULE_BASES = frozenset(
 
 def _is_module_dict(name: str | None) -> bool:
     return name == "torch.nn.ModuleDict"
+
+
+def _is_module_collection(name: str | None) -> bool:
+    return name in ("torch.nn.ModuleDict", "torch.nn.ModuleList")
 
 
 def _is_optimizer_base(name: str | None) -> bool:

@@ -398,6 +398,9 @@ class _Follower:
             return {Use.RETURNED_UNSEEN}
         uses: set[Use] = set()
         for call in [*calls, *reads]:
+            if call in self._followed:
+                continue  # a cycle (`m.compute()` in a `compute` of the same name) adds nothing
+            self._followed.add(call)
             uses |= self.of_expression(call, depth + 1)
         return uses
 

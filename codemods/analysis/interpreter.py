@@ -525,8 +525,20 @@ class Interpreter:
         """`[crit(o, t) for o, t in pairs]`: a list whose elements are what `elt` gives, with
         each `for` target bound to an element of its iterable (unknown when it is not known);
         `{k: m(x) for k, m in metrics.items()}`: a dict whose values are what `m(x)` gives."""
-        inner: Env = env
-        for generator in node.generators:
+        inner = self.generators_bound(node.generators, env, grad)
+        if type(node) is ast.DictComp:
+            self.value(node.key, inner, grad)
+            stored = self.value(node.value, inner, grad)
+            return Value(Grad.FREE, Kind.DICT, element=stored.grad, element_value=stored)
+        return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
+
+    def generators_bound(
+        self, generators: Sequence[ast.comprehension], env: Env, grad: bool
+    ) -> Env:
+        """`env` with each `for` target of `generators` bound, in order, to an element of its
+        iterable (unknown when it is not known)."""
+        inner = env
+        for generator in generators:
             iterable = self.value(generator.iter, inner, grad)
             element = Value(iterable.element) if iterable.element is not None else UNKNOWN
             if iterable.kind is Kind.DICT:
@@ -534,11 +546,7 @@ class Interpreter:
             elif iterable.element_value is not None:
                 element = iterable.element_value  # `for k, m in metrics.items()`: the pairs
             inner = self.bind(generator.target, element, inner)
-        if type(node) is ast.DictComp:
-            self.value(node.key, inner, grad)
-            stored = self.value(node.value, inner, grad)
-            return Value(Grad.FREE, Kind.DICT, element=stored.grad, element_value=stored)
-        return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
+        return inner
 
     def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
         """The result of a differentiable tensor operation on inputs that are `inputs`."""

@@ -73,6 +73,7 @@ from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling, method_call
+from codemods.rules.gf002_forward_state import forward_state_findings
 from codemods.rules.records import (
     DICT_SUBCLASS_TEXT,
     attached_keys,
@@ -174,8 +175,16 @@ class CarriedTensor(Rule):
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         reported: set[ast.AST] = set()
+        # State a module's forward keeps: the finding is at the call that feeds it.
+        for stores, finding in forward_state_findings(analysis):
+            reported.update(stores)
+            if finding.node not in reported:
+                reported.add(finding.node)
+                yield finding
         carries_by_store: dict[ast.Assign, list[_Carry]] = {}
         for carry in _carries(analysis):
+            if carry.store in reported:
+                continue
             carries_by_store.setdefault(carry.store, []).append(carry)
         for store, carries in carries_by_store.items():
             verdicts = [v for v in (_judge_carry(analysis, c) for c in carries) if v is not None]

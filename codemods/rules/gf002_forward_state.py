@@ -1,0 +1,190 @@
+"""GF002, state a module keeps in its `forward` across training steps: a running metric
+(`self.total = self.total + value`, `self.total += value`, `self.preds.append(preds)`) fed the
+model's live, graph-attached output once per training step.
+
+Each step's graph then stays alive in the kept state until it is reset (often once an epoch),
+so memory grows with every batch. A finding only where the analysis proves the premise:
+- the forward runs once per training step (`TrainingSteps.runs_once_per_step`: called in a
+  training loop, or from a `training_step` a trainer's loop calls once per batch, through
+  `nn.ModuleDict` collections and the forwards of outer modules);
+- the stored value is graph-attached, and no backward reaches what the module keeps (a state
+  meant to carry the graph within one step, as a recurrent cell's, is read by the loss);
+- the call that feeds it sits in training code and runs with grad enabled.
+
+The fix is `.detach()` of the graph-attached arguments at that call (`self.train_metrics(
+out.detach(), y)`): safe when the modules it runs compute without weights of their own (a
+graph in what they keep comes only from what they are given) and nothing differentiates the
+call's result; otherwise reported, with what gradfix could not prove.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from codemods.analysis import FileAnalysis, Function, Grad
+from codemods.analysis.flows import Use, follow_expression, follow_self_attribute
+from codemods.analysis.interpreter import target_key
+from codemods.analysis.training import in_forward
+from codemods.analysis.torch_api import FORWARD_METHODS
+from codemods.findings import Tier
+from codemods.rules.base import Rewrite, RuleFinding
+from codemods.rules.edits import calling
+
+_detached: Rewrite = calling("detach")
+_GROWING_METHODS = frozenset({"append", "extend", "insert"})
+
+
+@dataclass
+class _ForwardStore:
+    statement: ast.stmt  # the store in the forward
+    attribute: str  # `total` of `self.total`
+    stored: ast.expr  # what it stores (the accumulated expression, the appended value)
+
+
+def forward_state_findings(analysis: FileAnalysis) -> Iterator[tuple[list[ast.stmt], RuleFinding]]:
+    """Findings at the calls that feed graph-attached values into state a module's forward
+    keeps across training steps, each with the stores it is about (so that the carried-value
+    search does not report them again)."""
+    by_forward: dict[Function, list[_ForwardStore]] = {}
+    for store in _forward_stores(analysis):
+        forward = analysis.scope_of(store.statement)
+        by_forward.setdefault(forward, []).append(store)  # type: ignore[arg-type]
+    for forward, stores in by_forward.items():
+        stores = [s for s in stores if _kept_with_graph(analysis, forward, s)]
+        if not stores:
+            continue
+        calls = analysis.training.calls_running(forward)
+        if not calls or not all(analysis.training.runs_once_per_step(c) for c in calls):
+            continue  # not proven to cross a training step: left to the carried-value search
+        statements = [s.statement for s in stores]
+        for call in calls:
+            if in_forward(analysis, call) or not analysis.grad_enabled(call):
+                continue
+            finding = _judge_call(analysis, forward, stores, call)
+            if finding is not None:
+                yield statements, finding
+
+
+def _forward_stores(analysis: FileAnalysis) -> Iterator[_ForwardStore]:
+    """Accumulating stores directly in the `forward` of a module class of the file."""
+    for node in analysis.index.of_types(ast.Assign, ast.AugAssign, ast.Expr):
+        scope = analysis.scope_of(node)
+        if not (
+            isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and scope.name in FORWARD_METHODS
+            and analysis.class_of(scope) is not None
+            and analysis.is_module_class(analysis.class_of(scope).name)  # type: ignore[union-attr]
+        ):
+            continue
+        store = _accumulation(node)  # type: ignore[arg-type]
+        if store is not None:
+            yield store
+
+
+def _accumulation(node: ast.stmt) -> _ForwardStore | None:
+    """`self.x = <reads self.x>`, `self.x += v`, `self.xs.append(v)`."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        key = target_key(node.targets[0])
+        if _is_self_attribute(key) and any(
+            isinstance(n, ast.Attribute) and target_key(n) == key for n in ast.walk(node.value)
+        ):
+            return _ForwardStore(node, key[5:], node.value)  # type: ignore[index]
+    elif isinstance(node, ast.AugAssign):
+        key = target_key(node.target)
+        if _is_self_attribute(key):
+            return _ForwardStore(node, key[5:], node.value)  # type: ignore[index]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _GROWING_METHODS
+            and _is_self_attribute(target_key(func.value))
+            and node.value.args
+            and not node.value.keywords
+        ):
+            key = target_key(func.value)
+            return _ForwardStore(node, key[5:], node.value.args[-1])  # type: ignore[index]
+    return None
+
+
+def _is_self_attribute(key: str | None) -> bool:
+    return key is not None and key.startswith("self.") and key.count(".") == 1
+
+
+def _kept_with_graph(analysis: FileAnalysis, forward: Function, store: _ForwardStore) -> bool:
+    """Whether the store keeps a graph no backward reaches: an attached, non-leaf value, and
+    no read of the kept state flows to a backward."""
+    value = analysis.value_of(store.stored)
+    if value.grad is not Grad.ATTACHED and value.element is not Grad.ATTACHED:
+        return False
+    if value.leaf:
+        return False
+    owner = analysis.class_of(forward)
+    flow = follow_self_attribute(analysis, owner.name, store.attribute)  # type: ignore[union-attr]
+    return not flow.backward_calls
+
+
+def _judge_call(
+    analysis: FileAnalysis, forward: Function, stores: list[_ForwardStore], call: ast.Call
+) -> RuleFinding | None:
+    owner = analysis.class_of(forward).name  # type: ignore[union-attr]
+    statement = analysis.statement_of(call) or call
+    callee = analysis.value_of(call.func).cls
+    attached = [
+        argument
+        for argument in [*call.args, *(k.value for k in call.keywords)]
+        if not isinstance(argument, ast.Starred)
+        and analysis.value_of(argument).grad is Grad.ATTACHED
+    ]
+    kept = ", ".join(f"`self.{s.attribute}` (line {s.statement.lineno})" for s in stores)
+    message = (
+        f"`{analysis.code_of(call, 60)}` runs `{owner}.{forward.name}` once per training step, "
+        f"and that forward keeps {kept} across calls, computed from graph-attached values: "
+        "every step's graph stays alive in the kept state until it is reset, so memory grows "
+        "with every batch. Nothing differentiates the kept state."
+    )
+    if not attached:
+        return RuleFinding(
+            statement,
+            message + " gradfix could not tell which argument carries the graph: pass it "
+            "detached, or detach what the forward stores.",
+            Tier.REPORT,
+        )
+    shown = ", ".join(f"`{analysis.code_of(a, 40)}.detach()`" for a in attached)
+    result = follow_expression(analysis, call)
+    if result.backward_calls:
+        return RuleFinding(
+            statement,
+            message + f" The call's result is differentiated (line "
+            f"{result.backward_calls[0].lineno}), so detaching what it is given would change "
+            f"the gradients: detach what the forward stores instead (in `{owner}.{forward.name}`).",
+            Tier.REPORT,
+        )
+    without_weights = (
+        callee in analysis.index.classes
+        and analysis.weights.computes_without_weights(callee)  # type: ignore[arg-type]
+        and analysis.weights.computes_without_weights(owner)
+    )
+    if not without_weights:
+        return RuleFinding(
+            statement,
+            message + f" gradfix could not prove that the modules this call runs compute "
+            f"without weights of their own, so passing {shown} may leave a graph in the "
+            f"kept state: detach what `{owner}.{forward.name}` stores instead.",
+            Tier.REPORT,
+        )
+    message += f" Pass {shown}."
+    tier = Tier.SAFE
+    uses = set().union(
+        *(follow_self_attribute(analysis, owner, s.attribute).uses for s in stores),
+        result.uses,
+    )
+    if uses & {Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}:
+        tier = Tier.UNSAFE
+        message += (
+            " Unsafe: the kept state or the call's result reaches code outside this file; "
+            "check it does not backpropagate through them."
+        )
+    return RuleFinding(statement, message, tier, {a: _detached for a in attached})
