@@ -205,9 +205,7 @@ class TrainingSteps:
             return False
         seen |= {call}
         for comprehension in analysis.comprehensions_around(call):
-            if not all(
-                self._calls_entry(call, g.iter, g.target) for g in comprehension.generators
-            ):
+            if not all(self._calls_entry(call, g.iter, g.target) for g in comprehension.generators):
                 return False
         forward = in_forward(analysis, call)
         for loop in analysis.enclosing_loops(call):

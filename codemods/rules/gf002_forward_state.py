@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from codemods.analysis import FileAnalysis, Function, Grad
 from codemods.analysis.flows import Use, follow_expression, follow_self_attribute
 from codemods.analysis.interpreter import target_key
-from codemods.analysis.training import in_forward
 from codemods.analysis.torch_api import FORWARD_METHODS
+from codemods.analysis.training import in_forward
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, RuleFinding
 from codemods.rules.edits import calling
