@@ -454,6 +454,24 @@ class FileAnalysis:
     def self_attribute_occurrences(self, class_name: str, attribute: str) -> list[ast.Attribute]:
         return list(self.index.self_attributes[class_name].get(attribute, []))
 
+    def held_attribute_occurrences(self, class_name: str, attribute: str) -> list[ast.Attribute]:
+        """`obj.<attribute>` where `obj` is not `self` but holds an instance of `class_name`
+        (`self.loss_sum.total`, `model.meter.preds`): its attribute read where it is held."""
+        return [
+            node
+            for node in self._attributes_by_name.get(attribute, [])
+            if self.value_of(node.value).cls == class_name
+        ]
+
+    @cached_property
+    def _attributes_by_name(self) -> dict[str, list[ast.Attribute]]:
+        by_name: dict[str, list[ast.Attribute]] = {}
+        for node in self.index.of_types(ast.Attribute):
+            assert isinstance(node, ast.Attribute)
+            if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                by_name.setdefault(node.attr, []).append(node)
+        return by_name
+
     def class_attribute_inits(self, class_name: str, attribute: str) -> Value | None:
         """Join of what plain assignments `self.<attribute> = ...` in the class store."""
         result: Value | None = None
@@ -485,9 +503,37 @@ class FileAnalysis:
         for node in self.index.of_types(ast.Call):
             if isinstance(node, ast.Call) and self.statement_of(node) is not None:
                 callee = self.value_of(node.func)
-                if callee.kind is Kind.MODULE:
-                    calls.setdefault(callee.cls, []).append(node)
+                if callee.kind is not Kind.MODULE:
+                    continue
+                for name in _entry_classes(node, callee) or [callee.cls]:
+                    calls.setdefault(name, []).append(node)
         return calls
+
+    def module_collection(self, iterable: ast.expr) -> Value | None:
+        """What `iterable` goes over the entries of, when that is an `nn.ModuleDict`,
+        `nn.ModuleList` or a subclass: `metrics.items()`, `self.values()`, `self.heads`,
+        `enumerate(self.heads)`. Each entry then comes once."""
+        while (
+            isinstance(iterable, ast.Call)
+            and dotted_name(iterable.func) == "enumerate"
+            and len(iterable.args) == 1
+        ):
+            iterable = iterable.args[0]
+        if (
+            isinstance(iterable, ast.Call)
+            and isinstance(iterable.func, ast.Attribute)
+            and iterable.func.attr in ("items", "values")
+            and not iterable.args
+        ):
+            iterable = iterable.func.value
+        collection = self.value_of(iterable)
+        if (
+            collection.kind is Kind.MODULE
+            and collection.cls is not None
+            and self.is_module_collection(collection.cls)
+        ):
+            return collection
+        return None
 
     def calls_running_forward(self, info: ClassInfo | None) -> list[ast.Call]:
         """Calls that run the forward of the nn.Module class `info`: calls of its instances,
@@ -1032,6 +1078,14 @@ class FileAnalysis:
             if init is not None and not has_star(node):
                 self._record_call(init, args[: len(node.args)])
             return self.instance(callee.cls)
+        if _entry_classes(node, callee) and method is not None:
+            result: Value | None = None
+            for name in callee.classes:
+                value = self._call_value(node, self.instance(name), args, grad, method)
+                if value is None:
+                    return None
+                result = value if result is None else result.join(value)
+            return result
         function: Function | None
         receiver: Value | None = None
         if method is None and callee.kind is Kind.OBJECT and callee.cls is not None:
@@ -1165,6 +1219,13 @@ _MODULE_BASES = frozenset(
 
 def _is_module_dict(name: str | None) -> bool:
     return name == "torch.nn.ModuleDict"
+
+
+def _entry_classes(call: ast.Call, callee: Value) -> tuple[str, ...]:
+    """The classes whose forward `call` runs when it calls an instance of one of several
+    (`metric(out, y)` for an entry of a collection of modules of several classes). Not a
+    method of what holds them: `metrics.items()` reads as an entry only by a fallback."""
+    return () if isinstance(call.func, ast.Attribute) else callee.classes
 
 
 def _is_module_collection(name: str | None) -> bool:

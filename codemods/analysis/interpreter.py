@@ -789,6 +789,8 @@ class Interpreter:
             return self.tensor_result(Grad.ATTACHED, grad)
         if receiver.kind is Kind.DICT and receiver.element is not None:
             return _dict_view(method, receiver, args)
+        if receiver.kind is Kind.MODULE and receiver.element is not None and method in _ENTRY_VIEWS:
+            return _dict_view(method, receiver, args)  # `nn.ModuleDict({...})`: its entries
         if receiver.kind is Kind.MODULE and receiver.cls is not None and method in _ENTRY_VIEWS:
             entries = self.member_value(receiver.cls, MODULE_ENTRIES)  # an `nn.ModuleDict`'s
             if entries.kind is Kind.DICT and entries.element is not None:

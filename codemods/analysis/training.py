@@ -205,11 +205,11 @@ class TrainingSteps:
             return False
         seen |= {call}
         for comprehension in analysis.comprehensions_around(call):
-            if not all(self._calls_entry(call, g.iter, g.target) for g in comprehension.generators):
+            if not all(self.calls_entry(call, g.iter, g.target) for g in comprehension.generators):
                 return False
         forward = in_forward(analysis, call)
         for loop in analysis.enclosing_loops(call):
-            if isinstance(loop, (ast.For, ast.AsyncFor)) and self._calls_entry(
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and self.calls_entry(
                 call, loop.iter, loop.target
             ):
                 continue
@@ -244,32 +244,14 @@ class TrainingSteps:
                 calls += [c for c in analysis.calls_running_forward(info) if c not in calls]
         return calls
 
-    def _calls_entry(self, call: ast.Call, iterable: ast.expr, target: ast.expr) -> bool:
+    def calls_entry(self, call: ast.Call, iterable: ast.expr, target: ast.expr) -> bool:
         """Whether `call` calls the module that `target` takes from `iterable`, the entries
         of a module collection (`for name, metric in metrics.items(): metric(out, y)`)."""
         func = call.func
-        if not isinstance(func, ast.Name) or not any(
-            isinstance(n, ast.Name) and n.id == func.id for n in ast.walk(target)
-        ):
-            return False
-        while (
-            isinstance(iterable, ast.Call)
-            and dotted_name(iterable.func) == "enumerate"
-            and len(iterable.args) == 1
-        ):
-            iterable = iterable.args[0]
-        if (
-            isinstance(iterable, ast.Call)
-            and isinstance(iterable.func, ast.Attribute)
-            and iterable.func.attr in ("items", "values")
-            and not iterable.args
-        ):
-            iterable = iterable.func.value
-        collection = self._analysis.value_of(iterable)
         return (
-            collection.kind is Kind.MODULE
-            and collection.cls is not None
-            and self._analysis.is_module_collection(collection.cls)
+            isinstance(func, ast.Name)
+            and any(isinstance(n, ast.Name) and n.id == func.id for n in ast.walk(target))
+            and self._analysis.module_collection(iterable) is not None
         )
 
     def draws_random_batches(self, loop: Loop, scope: ast.AST) -> ast.AST | None:

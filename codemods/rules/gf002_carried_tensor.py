@@ -726,12 +726,23 @@ def _forward_repeated_in_step(
     if carry.loop is not None or not in_forward(analysis, carry.store):
         return None
     info = analysis.class_of(analysis.scope_of(carry.store))
+    training = analysis.training
     for call in analysis.calls_running_forward(info):
         loops = analysis.enclosing_loops(call)
         node = analysis.parent(call)
         while node is not None and not isinstance(node, (*FUNCTION_TYPES, ast.Module)):
-            if isinstance(node, _COMPREHENSIONS) or (
-                node in loops and not analysis.loop_reaches_step(node)  # type: ignore[arg-type]
+            # Going over the entries of a module collection runs each entry once.
+            if isinstance(node, _COMPREHENSIONS) and not all(
+                training.calls_entry(call, g.iter, g.target) for g in node.generators
+            ):
+                return call, node  # type: ignore[return-value]
+            if (
+                node in loops
+                and not analysis.loop_reaches_step(node)  # type: ignore[arg-type]
+                and not (
+                    isinstance(node, _FOR_TYPES)
+                    and training.calls_entry(call, node.iter, node.target)
+                )
             ):
                 return call, node  # type: ignore[return-value]
             node = analysis.parent(node)
@@ -760,10 +771,14 @@ def _reset_by_called_method(analysis: FileAnalysis, carry: _Carry) -> bool:
 
 def _called(analysis: FileAnalysis, name: str) -> bool:
     """Whether the file calls a function or method `name` from code that runs: the module,
-    or a function the file itself calls (`utils.reset(net)` running `module.reset_mem()`)."""
+    a function the file itself calls (`utils.reset(net)` running `module.reset_mem()`), or a
+    module's forward the file runs (`self.cell.reset(...)` at the start of the owner's
+    `forward`)."""
     for call in analysis.index.calls_by_name.get(name, []):
         caller = analysis.scope_of(call)
         if not isinstance(caller, FUNCTION_TYPES):
+            return True
+        if caller.name in torch_api.FORWARD_METHODS and analysis.training.calls_running(caller):
             return True
         if any(
             analysis.scope_of(outer) is not caller

@@ -51,6 +51,7 @@ def forward_state_findings(analysis: FileAnalysis) -> Iterator[tuple[list[ast.st
     for store in _forward_stores(analysis):
         forward = analysis.scope_of(store.statement)
         by_forward.setdefault(forward, []).append(store)  # type: ignore[arg-type]
+    by_call: dict[ast.Call, list[_ForwardStore]] = {}
     for forward, stores in by_forward.items():
         stores = [s for s in stores if _kept_with_graph(analysis, forward, s)]
         if not stores:
@@ -58,13 +59,11 @@ def forward_state_findings(analysis: FileAnalysis) -> Iterator[tuple[list[ast.st
         calls = analysis.training.calls_running(forward)
         if not calls or not all(analysis.training.runs_once_per_step(c) for c in calls):
             continue  # not proven to cross a training step: left to the carried-value search
-        statements = [s.statement for s in stores]
         for call in calls:
-            if in_forward(analysis, call) or not analysis.grad_enabled(call):
-                continue
-            finding = _judge_call(analysis, forward, stores, call)
-            if finding is not None:
-                yield statements, finding
+            if not in_forward(analysis, call) and analysis.grad_enabled(call):
+                by_call.setdefault(call, []).extend(stores)
+    for call, stores in by_call.items():
+        yield [s.statement for s in stores], _judge_call(analysis, stores, call)
 
 
 def _forward_stores(analysis: FileAnalysis) -> Iterator[_ForwardStore]:
@@ -126,12 +125,13 @@ def _kept_with_graph(analysis: FileAnalysis, forward: Function, store: _ForwardS
     return not flow.backward_calls
 
 
-def _judge_call(
-    analysis: FileAnalysis, forward: Function, stores: list[_ForwardStore], call: ast.Call
-) -> RuleFinding | None:
-    owner = analysis.class_of(forward).name  # type: ignore[union-attr]
+def _judge_call(analysis: FileAnalysis, stores: list[_ForwardStore], call: ast.Call) -> RuleFinding:
     statement = analysis.statement_of(call) or call
-    callee = analysis.value_of(call.func).cls
+    forwards = list(dict.fromkeys(analysis.scope_of(s.statement) for s in stores))
+    owners = [analysis.class_of(f).name for f in forwards]  # type: ignore[union-attr]
+    store_owners = [analysis.class_of(analysis.scope_of(s.statement)).name for s in stores]  # type: ignore[union-attr]
+    runs = " and ".join(f"`{o}.{f.name}`" for o, f in zip(owners, forwards, strict=True))  # type: ignore[union-attr]
+    callee = analysis.value_of(call.func)
     attached = [
         argument
         for argument in [*call.args, *(k.value for k in call.keywords)]
@@ -140,8 +140,8 @@ def _judge_call(
     ]
     kept = ", ".join(f"`self.{s.attribute}` (line {s.statement.lineno})" for s in stores)
     message = (
-        f"`{analysis.code_of(call, 60)}` runs `{owner}.{forward.name}` once per training step, "
-        f"and that forward keeps {kept} across calls, computed from graph-attached values: "
+        f"`{analysis.code_of(call, 60)}` runs {runs} once per training step, keeping "
+        f"{kept} across calls, computed from graph-attached values: "
         "every step's graph stays alive in the kept state until it is reset, so memory grows "
         "with every batch. Nothing differentiates the kept state."
     )
@@ -159,26 +159,29 @@ def _judge_call(
             statement,
             message + f" The call's result is differentiated (line "
             f"{result.backward_calls[0].lineno}), so detaching what it is given would change "
-            f"the gradients: detach what the forward stores instead (in `{owner}.{forward.name}`).",
+            f"the gradients: detach what {runs} stores instead.",
             Tier.REPORT,
         )
-    without_weights = (
-        callee in analysis.index.classes
-        and analysis.weights.computes_without_weights(callee)  # type: ignore[arg-type]
-        and analysis.weights.computes_without_weights(owner)
+    modules = [*(callee.classes or (callee.cls,)), *owners]
+    without_weights = all(
+        name in analysis.index.classes and analysis.weights.computes_without_weights(name)  # type: ignore[arg-type]
+        for name in modules
     )
     if not without_weights:
         return RuleFinding(
             statement,
             message + f" gradfix could not prove that the modules this call runs compute "
             f"without weights of their own, so passing {shown} may leave a graph in the "
-            f"kept state: detach what `{owner}.{forward.name}` stores instead.",
+            f"kept state: detach what {runs} stores instead.",
             Tier.REPORT,
         )
     message += f" Pass {shown}."
     tier = Tier.SAFE
     uses = set().union(
-        *(follow_self_attribute(analysis, owner, s.attribute).uses for s in stores),
+        *(
+            follow_self_attribute(analysis, owner, s.attribute).uses
+            for owner, s in zip(store_owners, stores, strict=True)
+        ),
         result.uses,
     )
     if uses & {Use.UNKNOWN_CONSUMER, Use.RETURNED_UNSEEN}:
