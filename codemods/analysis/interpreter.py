@@ -730,6 +730,20 @@ class Interpreter:
             if name == "torch.nn.ModuleDict" and len(args) == 1 and args[0].kind is Kind.DICT:
                 # `nn.ModuleDict({"trunk": ...})`: its entries, by key, as the dict's
                 return args[0].with_(kind=Kind.MODULE, cls=name)
+            if (
+                name == "torch.nn.ModuleList"
+                and len(args) == 1
+                and args[0].kind is Kind.LIST
+                and args[0].element_value is not None
+            ):
+                # `nn.ModuleList([A(), B()])`: what going over it gives, as the list's
+                return Value(
+                    Grad.FREE,
+                    Kind.MODULE,
+                    cls=name,
+                    element=args[0].element,
+                    element_value=args[0].element_value,
+                )
             return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)

@@ -225,9 +225,18 @@ class TrainingSteps:
             callers = [
                 c
                 for c in analysis.index.calls_by_name.get(scope.name, [])
-                if scope in self._callees(c, analysis.scope_of(c))
+                if scope in self._callees(c, analysis.scope_of(c)) and not self._other_method(c)
             ]
         return bool(callers) and all(self._once_per_step(c, seen) for c in callers)
+
+    def _other_method(self, call: ast.Call) -> bool:
+        """Whether `call` is a method of a value that is no object of the file's classes
+        (`self.opt.step()` is not a call of a trainer's own `step`)."""
+        return self._is_step(call) or (
+            isinstance(call.func, ast.Attribute)
+            and self._analysis.value_of(call.func.value).kind
+            in (Kind.OPTIMIZER, Kind.TENSOR, Kind.CRITERION, Kind.NUMBER)
+        )
 
     def calls_running(self, forward: Function) -> list[ast.Call]:
         """The calls that run the module `forward` (`__call__`), on an instance of its own

@@ -175,6 +175,15 @@ def _judge_call(analysis: FileAnalysis, stores: list[_ForwardStore], call: ast.C
             f"kept state: detach what {runs} stores instead.",
             Tier.REPORT,
         )
+    differentiated = _differentiated_state(analysis, modules)
+    if differentiated is not None:
+        return RuleFinding(
+            statement,
+            message + f" `{differentiated}` of a module this call runs also reaches a "
+            f"backward, so detaching what the call is given may change the gradients: "
+            f"detach what {runs} stores instead.",
+            Tier.REPORT,
+        )
     message += f" Pass {shown}."
     tier = Tier.SAFE
     uses = set().union(
@@ -191,3 +200,15 @@ def _judge_call(analysis: FileAnalysis, stores: list[_ForwardStore], call: ast.C
             "check it does not backpropagate through them."
         )
     return RuleFinding(statement, message, tier, {a: _detached for a in attached})
+
+
+def _differentiated_state(analysis: FileAnalysis, modules: list[str | None]) -> str | None:
+    """A `self` attribute that the file's module classes `modules` store and that flows to a
+    backward (`self.last = x`, read by the loss): what the call passes reaches it too."""
+    for name in modules:
+        for owner in analysis.class_family(name):  # type: ignore[arg-type]
+            for attribute, occurrences in analysis.index.self_attributes[owner].items():
+                stored = any(not analysis.is_load(o) for o in occurrences)
+                if stored and follow_self_attribute(analysis, owner, attribute).backward_calls:
+                    return f"self.{attribute}"
+    return None
