@@ -178,7 +178,7 @@ class CarriedTensor(Rule):
         # State a module's forward keeps: the finding is at the call that feeds it.
         for stores, finding in forward_state_findings(analysis):
             reported.update(stores)
-            if finding.node not in reported:
+            if finding is not None and finding.node not in reported:
                 reported.add(finding.node)
                 yield finding
         carries_by_store: dict[ast.Assign, list[_Carry]] = {}

@@ -43,10 +43,12 @@ class _ForwardStore:
     stored: ast.expr  # what it stores (the accumulated expression, the appended value)
 
 
-def forward_state_findings(analysis: FileAnalysis) -> Iterator[tuple[list[ast.stmt], RuleFinding]]:
+def forward_state_findings(
+    analysis: FileAnalysis,
+) -> Iterator[tuple[list[ast.stmt], RuleFinding | None]]:
     """Findings at the calls that feed graph-attached values into state a module's forward
     keeps across training steps, each with the stores it is about (so that the carried-value
-    search does not report them again)."""
+    search does not report them again); None for a call whose module the step resets."""
     by_forward: dict[Function, list[_ForwardStore]] = {}
     for store in _forward_stores(analysis):
         forward = analysis.scope_of(store.statement)
@@ -63,7 +65,11 @@ def forward_state_findings(analysis: FileAnalysis) -> Iterator[tuple[list[ast.st
             if not in_forward(analysis, call) and analysis.grad_enabled(call):
                 by_call.setdefault(call, []).extend(stores)
     for call, stores in by_call.items():
-        yield [s.statement for s in stores], _judge_call(analysis, stores, call)
+        statements = [s.statement for s in stores]
+        if _reset_every_step(analysis, stores, call):
+            yield statements, None
+        else:
+            yield statements, _judge_call(analysis, stores, call)
 
 
 def _forward_stores(analysis: FileAnalysis) -> Iterator[_ForwardStore]:
@@ -212,3 +218,59 @@ def _differentiated_state(analysis: FileAnalysis, modules: list[str | None]) -> 
                 if stored and follow_self_attribute(analysis, owner, attribute).backward_calls:
                     return f"self.{attribute}"
     return None
+
+
+def _reset_every_step(analysis: FileAnalysis, stores: list[_ForwardStore], call: ast.Call) -> bool:
+    """Whether every step that makes `call` also resets what its module keeps: a method of
+    the storing class that binds each kept attribute to a value with no graph
+    (`self.history = []`) called on the same module (`metric.reset()` next to `metric(out,
+    y)`), unconditionally, in the same loop iterations. Nothing then accumulates."""
+    receiver = target_key(call.func)
+    if receiver is None:
+        return False
+    loops = analysis.enclosing_loops(call)
+    for store in stores:
+        owner = analysis.class_of(analysis.scope_of(store.statement)).name  # type: ignore[union-attr]
+        methods = _resetting_methods(analysis, owner, store.attribute)
+        if not any(
+            isinstance(reset.func, ast.Attribute)
+            and target_key(reset.func.value) == receiver
+            and analysis.scope_of(reset) is analysis.scope_of(call)
+            and analysis.enclosing_loops(reset) == loops
+            and not _conditional(analysis, reset)
+            for name in methods
+            for reset in analysis.index.calls_by_name.get(name, [])
+        ):
+            return False
+    return True
+
+
+def _resetting_methods(analysis: FileAnalysis, owner: str, attribute: str) -> set[str]:
+    """The methods of `owner`'s family (not `__init__`) that bind `self.<attribute>` to a value
+    with no graph."""
+    names: set[str] = set()
+    for name in analysis.class_family(owner):
+        for occurrence in analysis.index.self_attributes[name].get(attribute, []):
+            assign = analysis.parent(occurrence)
+            method = analysis.scope_of(occurrence)
+            if (
+                isinstance(assign, ast.Assign)
+                and occurrence in assign.targets
+                and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and method.name not in ("__init__", *FORWARD_METHODS)
+                and analysis.value_of(assign.value).grad is Grad.FREE
+            ):
+                names.add(method.name)
+    return names
+
+
+def _conditional(analysis: FileAnalysis, node: ast.AST) -> bool:
+    """Whether a branch (`if`, `try`, `match`) lies between `node` and its loop or function."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(
+        current, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
+    ):
+        if isinstance(current, (ast.If, ast.Try, ast.Match, ast.IfExp)):
+            return True
+        current = analysis.parent(current)
+    return False
