@@ -12,6 +12,9 @@ logged losses are GF001's):
 - *retained*: a value made once before a loop whose every iteration backpropagates through it
   with `retain_graph=True` and steps the optimizer of the module that made it (a fake reused
   over generator steps): reported, recompute it inside the loop.
+- *kept by a module's forward* (`gf002_forward_state.py`): a running metric whose forward
+  accumulates the graph-attached values it is given, called once per training step: detached
+  at the call that feeds it.
 
 The training-step boundary decides (`analysis/training.py`). A carried value is a finding only
 when a backward or an optimizer step runs between the iterations it crosses: reachable from the
@@ -146,6 +149,15 @@ class CarriedTensor(Rule):
         "loop into the next chunk of the training loop around it is reported (the detach "
         "belongs at the top of each chunk), and so is a state object whose `detach()` method "
         "only rebinds local names.\n\n"
+        "A module whose forward accumulates what it is given (a running metric: `self.total "
+        "= self.total + err`, `self.preds.append(preds)`), called on the model's live output "
+        "once per training step (in the training loop, or in a `training_step` a trainer's "
+        "loop calls once per batch, through `nn.ModuleDict` / `nn.ModuleList` collections), "
+        "keeps every step's graph until it is reset: when no backward reaches what it keeps, "
+        "gradfix passes the graph-attached arguments detached at that call (`metric(out."
+        "detach(), y)`), safe when the modules the call runs have no weights of their own and "
+        "nothing differentiates the call's result; a module the step resets next to the call "
+        "is left alone.\n\n"
         "A graph made once before a loop whose every iteration backpropagates through it with "
         "`retain_graph=True` and steps the optimizer of the module that made it (a fake "
         "reused over several generator steps) is reported with advice to recompute it inside "
