@@ -83,6 +83,11 @@ class ModuleWeights:
                 return False
             callee = analysis.value_of(func)
             return callee.kind is not Kind.MODULE or self._module_without_weights(callee.cls)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = analysis.value_of(node.value)  # `self.proj = nn.Linear(...)`, a Parameter
+            return not value.leaf and (
+                value.kind is not Kind.MODULE or self._module_without_weights(value.cls)
+            )
         if isinstance(node, (ast.Name, ast.Attribute)) and analysis.is_load(node):
             value = analysis.value_of(node)
             if value.leaf:
