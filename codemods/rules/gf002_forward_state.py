@@ -119,13 +119,13 @@ def _is_self_attribute(key: str | None) -> bool:
 
 
 def _kept_with_graph(analysis: FileAnalysis, forward: Function, store: _ForwardStore) -> bool:
-    """Whether the store keeps a graph no backward reaches: an attached, non-leaf value, and
-    no read of the kept state flows to a backward."""
+    """Whether the store keeps a graph no backward reaches: an attached tensor (not a
+    parameter, a loss or a number), and no read of the kept state flows to a backward."""
     value = analysis.value_of(store.stored)
     if value.grad is not Grad.ATTACHED and value.element is not Grad.ATTACHED:
         return False
-    if value.leaf:
-        return False
+    if value.leaf or value.loss or value.scalar:
+        return False  # a parameter keeps no history; running losses and scalars are GF001's
     owner = analysis.class_of(forward)
     flow = follow_self_attribute(analysis, owner.name, store.attribute)  # type: ignore[union-attr]
     return not flow.backward_calls
