@@ -146,3 +146,29 @@ def test_weights_of_a_module_class() -> None:
     assert weights.computes_without_weights("Collection")
     assert not weights.computes_without_weights("Learned")  # its base binds a Linear
     assert not weights.computes_without_weights("Projected")  # a class deriving from it too
+
+
+def test_a_lightning_training_step_runs_once_per_step_by_contract() -> None:
+    analysis = _analysis(
+        """
+        import pytorch_lightning as pl
+
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(3, 1)
+                self.metric = Metric()
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                out = self.net(x)
+                self.metric(out, y)
+                return (out - y).pow(2).mean()
+
+            def validation_step(self, batch, batch_idx):
+                x, y = batch
+                self.metric(self.net(x), y)
+        """
+    )
+    assert _once(analysis, "self.metric(out, y)")
+    assert not _once(analysis, "self.metric(self.net(x), y)")

@@ -619,6 +619,10 @@ class FileAnalysis:
     def is_module_class(self, class_name: str) -> bool:
         return self._derives_from(class_name, _is_module_base)
 
+    def is_lightning_module(self, class_name: str) -> bool:
+        """A class of the file deriving from Lightning's `LightningModule`."""
+        return self._derives_from(class_name, _is_lightning_module)
+
     def is_module_collection(self, class_name: str) -> bool:
         """`nn.ModuleDict`, `nn.ModuleList`, or a class of the file deriving from one: going
         over its entries runs each once."""
@@ -1226,6 +1230,10 @@ def _entry_classes(call: ast.Call, callee: Value) -> tuple[str, ...]:
     (`metric(out, y)` for an entry of a collection of modules of several classes). Not a
     method of what holds them: `metrics.items()` reads as an entry only by a fallback."""
     return () if isinstance(call.func, ast.Attribute) else callee.classes
+
+
+def _is_lightning_module(name: str | None) -> bool:
+    return name in torch_api.LIGHTNING_MODULES
 
 
 def _is_module_collection(name: str | None) -> bool:

@@ -227,7 +227,31 @@ class TrainingSteps:
                 for c in analysis.index.calls_by_name.get(scope.name, [])
                 if scope in self._callees(c, analysis.scope_of(c)) and not self._other_method(c)
             ]
+        if not callers and self._run_by_lightning(scope):
+            return True
         return bool(callers) and all(self._once_per_step(c, seen) for c in callers)
+
+    def evaluated_by_lightning(self, call: ast.Call) -> bool:
+        """Whether `call` is made in a LightningModule's `validation_step`, `test_step` or
+        `predict_step`, which the library's trainer runs with grad disabled."""
+        scope = self._analysis.scope_of(call)
+        owner = self._analysis.class_of(scope)
+        return (
+            isinstance(scope, _FUNCTIONS)
+            and scope.name in torch_api.TRAINER_EVALUATION_STEPS
+            and owner is not None
+            and self._analysis.is_lightning_module(owner.name)
+        )
+
+    def _run_by_lightning(self, function: Function) -> bool:
+        """A LightningModule's `training_step`, which nothing in the file calls: the library's
+        trainer runs it once per training step."""
+        owner = self._analysis.class_of(function)
+        return (
+            function.name == torch_api.TRAINER_RUN_STEP
+            and owner is not None
+            and self._analysis.is_lightning_module(owner.name)
+        )
 
     def _other_method(self, call: ast.Call) -> bool:
         """Whether `call` is a method of a value that is no object of the file's classes

@@ -58,8 +58,11 @@ def forward_state_findings(
         stores = [s for s in stores if _kept_with_graph(analysis, forward, s)]
         if not stores:
             continue
-        calls = analysis.training.calls_running(forward)
-        if not calls or not all(analysis.training.runs_once_per_step(c) for c in calls):
+        training = analysis.training
+        calls = [
+            c for c in training.calls_running(forward) if not training.evaluated_by_lightning(c)
+        ]
+        if not calls or not all(training.runs_once_per_step(c) for c in calls):
             continue  # not proven to cross a training step: left to the carried-value search
         for call in calls:
             if not in_forward(analysis, call) and analysis.grad_enabled(call):
