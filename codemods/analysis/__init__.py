@@ -161,9 +161,24 @@ class FileAnalysis:
             if self._interpreted:
                 self._readers[key] = interpreter
         env = self._env_before[statement]
-        for comprehension, generators in self._comprehensions_around(expression, statement):
-            env = interpreter.generators_bound(comprehension.generators[:generators], env, grad)
+        if statement in self._holding_comprehensions:
+            for comprehension, generators in self._comprehensions_around(expression, statement):
+                bound = comprehension.generators[:generators]
+                env = interpreter.generators_bound(bound, env, grad)
         return interpreter.value(expression, env, grad)
+
+    @cached_property
+    def _holding_comprehensions(self) -> set[ast.AST]:
+        """The statements with a comprehension inside (each statement around one)."""
+        found: set[ast.AST] = set()
+        parents = self.index.parents
+        for node in self.index.of_types(*_COMPREHENSION_TYPES):
+            current = parents.get(node)
+            while current is not None and current not in found:
+                if isinstance(current, ast.stmt):
+                    found.add(current)
+                current = parents.get(current)
+        return found
 
     def comprehensions_around(self, node: ast.AST) -> list[Comprehension]:
         """The comprehensions of `node`'s statement that may run `node` more than once (it is
