@@ -38,9 +38,10 @@ _GROWING_METHODS = frozenset({"append", "extend", "insert"})
 
 @dataclass
 class _ForwardStore:
-    statement: ast.stmt  # the store in the forward
+    statement: ast.stmt  # the store, in the forward or in a method only the forward runs
     attribute: str  # `total` of `self.total`
     stored: ast.expr  # what it stores (the accumulated expression, the appended value)
+    forward: Function | None = None  # the forward that runs it
 
 
 def forward_state_findings(
@@ -51,11 +52,10 @@ def forward_state_findings(
     search does not report them again); None for a call whose module the step resets."""
     by_forward: dict[Function, list[_ForwardStore]] = {}
     for store in _forward_stores(analysis):
-        forward = analysis.scope_of(store.statement)
-        by_forward.setdefault(forward, []).append(store)  # type: ignore[arg-type]
+        by_forward.setdefault(store.forward, []).append(store)  # type: ignore[arg-type]
     by_call: dict[ast.Call, list[_ForwardStore]] = {}
     for forward, stores in by_forward.items():
-        stores = [s for s in stores if _kept_with_graph(analysis, forward, s)]
+        stores = [s for s in stores if _kept_with_graph(analysis, s)]
         if not stores:
             continue
         training = analysis.training
@@ -76,19 +76,51 @@ def forward_state_findings(
 
 
 def _forward_stores(analysis: FileAnalysis) -> Iterator[_ForwardStore]:
-    """Accumulating stores directly in the `forward` of a module class of the file."""
+    """Accumulating stores of a module class of the file, in its `forward` or in a method
+    only its forward calls (`self.update(preds, target)`, as running metrics do)."""
+    forwards: dict[ast.AST, Function | None] = {}
     for node in analysis.index.of_types(ast.Assign, ast.AugAssign, ast.Expr):
         scope = analysis.scope_of(node)
-        if not (
-            isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and scope.name in FORWARD_METHODS
-            and analysis.class_of(scope) is not None
-            and analysis.is_module_class(analysis.class_of(scope).name)  # type: ignore[union-attr]
-        ):
-            continue
-        store = _accumulation(node)  # type: ignore[arg-type]
+        if scope not in forwards:
+            forwards[scope] = _forward_running(analysis, scope)
+        forward = forwards[scope]
+        store = _accumulation(node) if forward is not None else None  # type: ignore[arg-type]
         if store is not None:
+            store.forward = forward
             yield store
+
+
+def _forward_running(analysis: FileAnalysis, scope: ast.AST) -> Function | None:
+    """The forward of a module class of the file that runs `scope`: `scope` itself, or the
+    one forward of its class (or of a class deriving from it) that every call of the method
+    `scope` is made from, as `self.<method>(...)`."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    owner = analysis.class_of(scope)
+    if owner is None or not analysis.is_module_class(owner.name):
+        return None
+    if scope.name in FORWARD_METHODS:
+        return scope
+    callers = {analysis.scope_of(call) for call in analysis.index.calls_by_name.get(scope.name, [])}
+    calls = analysis.index.calls_by_name.get(scope.name, [])
+    if (
+        scope.name == "__init__"
+        or len(callers) != 1
+        or not all(
+            isinstance(call.func, ast.Attribute) and target_key(call.func.value) == "self"
+            for call in calls
+        )
+    ):
+        return None
+    (caller,) = callers
+    if not (
+        isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and caller.name in FORWARD_METHODS
+        and analysis.class_of(caller) is not None
+        and analysis.class_of(caller).name in analysis.class_family(owner.name)  # type: ignore[union-attr]
+    ):
+        return None
+    return caller
 
 
 def _accumulation(node: ast.stmt) -> _ForwardStore | None:
@@ -121,7 +153,7 @@ def _is_self_attribute(key: str | None) -> bool:
     return key is not None and key.startswith("self.") and key.count(".") == 1
 
 
-def _kept_with_graph(analysis: FileAnalysis, forward: Function, store: _ForwardStore) -> bool:
+def _kept_with_graph(analysis: FileAnalysis, store: _ForwardStore) -> bool:
     """Whether the store keeps a graph no backward reaches: an attached tensor (not a
     parameter, a loss or a number), and no read of the kept state flows to a backward."""
     value = analysis.value_of(store.stored)
@@ -129,14 +161,14 @@ def _kept_with_graph(analysis: FileAnalysis, forward: Function, store: _ForwardS
         return False
     if value.leaf or value.loss or value.scalar:
         return False  # a parameter keeps no history; running losses and scalars are GF001's
-    owner = analysis.class_of(forward)
+    owner = analysis.class_of(analysis.scope_of(store.statement))
     flow = follow_self_attribute(analysis, owner.name, store.attribute)  # type: ignore[union-attr]
     return not flow.backward_calls
 
 
 def _judge_call(analysis: FileAnalysis, stores: list[_ForwardStore], call: ast.Call) -> RuleFinding:
     statement = analysis.statement_of(call) or call
-    forwards = list(dict.fromkeys(analysis.scope_of(s.statement) for s in stores))
+    forwards = list(dict.fromkeys(s.forward for s in stores))
     owners = [analysis.class_of(f).name for f in forwards]  # type: ignore[union-attr]
     store_owners = [analysis.class_of(analysis.scope_of(s.statement)).name for s in stores]  # type: ignore[union-attr]
     runs = " and ".join(f"`{o}.{f.name}`" for o, f in zip(owners, forwards, strict=True))  # type: ignore[union-attr]
