@@ -88,6 +88,8 @@ class FileAnalysis:
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
+        # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
+        self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
         self._derived_from: dict[tuple[str, Callable[[str | None], bool]], bool] = {}
         self._readers: dict[tuple[str | None, bool], Interpreter] = {}
@@ -472,11 +474,14 @@ class FileAnalysis:
     def held_attribute_occurrences(self, class_name: str, attribute: str) -> list[ast.Attribute]:
         """`obj.<attribute>` where `obj` is not `self` but holds an instance of `class_name`
         (`self.loss_sum.total`, `model.meter.preds`): its attribute read where it is held."""
-        return [
-            node
-            for node in self._attributes_by_name.get(attribute, [])
-            if self.value_of(node.value).cls == class_name
-        ]
+        held = self._holder_classes
+        found: list[ast.Attribute] = []
+        for node in self._attributes_by_name.get(attribute, []):
+            if node not in held:  # each receiver read once per file, whatever is asked
+                held[node] = self.value_of(node.value).cls
+            if held[node] == class_name:
+                found.append(node)
+        return found
 
     @cached_property
     def _attributes_by_name(self) -> dict[str, list[ast.Attribute]]:
