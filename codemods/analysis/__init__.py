@@ -42,6 +42,7 @@ from codemods.analysis.positions import Point, SourceLines, SourcePositions, Spa
 from codemods.analysis.syntax import has_star
 from codemods.analysis.training import TrainingSteps
 from codemods.analysis.values import UNKNOWN, Grad, Kind, Value
+from codemods.analysis.weights import ModuleWeights
 
 if TYPE_CHECKING:
     from codemods.analysis.flows import Flow
@@ -55,6 +56,8 @@ _LOOP_TYPES = frozenset(LOOP_TYPES)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 # Whitespace a parenthesised expression may have inside its parentheses.
 _SPACE = " \t\f\r\n\\"
+_COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
 
 
 class FileAnalysis:
@@ -85,6 +88,8 @@ class FileAnalysis:
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
+        # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
+        self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
         self._derived_from: dict[tuple[str, Callable[[str | None], bool]], bool] = {}
         self._readers: dict[tuple[str | None, bool], Interpreter] = {}
@@ -161,10 +166,69 @@ class FileAnalysis:
             interpreter = self._interpreter(scope, grad)
             if self._interpreted:
                 self._readers[key] = interpreter
-        value = interpreter.value(expression, self._env_before[statement], grad)
+        env = self._env_before[statement]
+        if statement in self._holding_comprehensions:
+            for comprehension, generators in self._comprehensions_around(expression, statement):
+                bound = comprehension.generators[:generators]
+                env = interpreter.generators_bound(bound, env, grad)
+        value = interpreter.value(expression, env, grad)
         if self._interpreted:  # rules ask again and again, and the facts are now final
             self._values_of[expression] = value
         return value
+
+    @cached_property
+    def _holding_comprehensions(self) -> set[ast.AST]:
+        """The statements with a comprehension inside (each statement around one)."""
+        found: set[ast.AST] = set()
+        parents = self.index.parents
+        for node in self.index.of_types(*_COMPREHENSION_TYPES):
+            current = parents.get(node)
+            while current is not None and current not in found:
+                if isinstance(current, ast.stmt):
+                    found.add(current)
+                current = parents.get(current)
+        return found
+
+    def comprehensions_around(self, node: ast.AST) -> list[Comprehension]:
+        """The comprehensions of `node`'s statement that may run `node` more than once (it is
+        in their element, key, value, a condition, or an iterable past the first), outermost
+        first."""
+        statement = self.statement_of(node)
+        if statement is None:
+            return []
+        return [
+            comprehension
+            for comprehension, generators in self._comprehensions_around(node, statement)
+            if generators > 0
+        ]
+
+    def _comprehensions_around(
+        self, expression: ast.AST, statement: ast.AST
+    ) -> list[tuple[Comprehension, int]]:
+        """The comprehensions of `statement` around `expression`, outermost first, each with
+        how many of its generators bind names `expression` sees (`m` in `{k: m(x) for k, m
+        in self.items()}`): all of them for its element, those before a generator for that
+        generator's iterable, up to and with it for its target and conditions."""
+        found: list[tuple[Comprehension, int]] = []
+        parents = self.index.parents
+        child, node = expression, parents.get(expression)
+        while node is not None and child is not statement:
+            if isinstance(node, _COMPREHENSION_TYPES):
+                generators = len(node.generators)
+                if isinstance(child, ast.comprehension):
+                    position = node.generators.index(child)
+                    generators = position if self._in_iterable(child, expression) else position + 1
+                found.append((node, generators))
+            child, node = node, parents.get(node)
+        found.reverse()
+        return found
+
+    def _in_iterable(self, generator: ast.comprehension, node: ast.AST) -> bool:
+        while node is not generator:
+            if node is generator.iter:
+                return True
+            node = self.index.parents[node]
+        return False
 
     def env_before(self, statement: ast.AST) -> Env:
         return self._env_before.get(statement, {})
@@ -414,6 +478,27 @@ class FileAnalysis:
     def self_attribute_occurrences(self, class_name: str, attribute: str) -> list[ast.Attribute]:
         return list(self.index.self_attributes[class_name].get(attribute, []))
 
+    def held_attribute_occurrences(self, class_name: str, attribute: str) -> list[ast.Attribute]:
+        """`obj.<attribute>` where `obj` is not `self` but holds an instance of `class_name`
+        (`self.loss_sum.total`, `model.meter.preds`): its attribute read where it is held."""
+        held = self._holder_classes
+        found: list[ast.Attribute] = []
+        for node in self._attributes_by_name.get(attribute, []):
+            if node not in held:  # each receiver read once per file, whatever is asked
+                held[node] = self.value_of(node.value).cls
+            if held[node] == class_name:
+                found.append(node)
+        return found
+
+    @cached_property
+    def _attributes_by_name(self) -> dict[str, list[ast.Attribute]]:
+        by_name: dict[str, list[ast.Attribute]] = {}
+        for node in self.index.of_types(ast.Attribute):
+            assert isinstance(node, ast.Attribute)
+            if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                by_name.setdefault(node.attr, []).append(node)
+        return by_name
+
     def class_attribute_inits(self, class_name: str, attribute: str) -> Value | None:
         """Join of what plain assignments `self.<attribute> = ...` in the class store."""
         result: Value | None = None
@@ -445,9 +530,37 @@ class FileAnalysis:
         for node in self.index.of_types(ast.Call):
             if isinstance(node, ast.Call) and self.statement_of(node) is not None:
                 callee = self.value_of(node.func)
-                if callee.kind is Kind.MODULE:
-                    calls.setdefault(callee.cls, []).append(node)
+                if callee.kind is not Kind.MODULE:
+                    continue
+                for name in _entry_classes(node, callee) or [callee.cls]:
+                    calls.setdefault(name, []).append(node)
         return calls
+
+    def module_collection(self, iterable: ast.expr) -> Value | None:
+        """What `iterable` goes over the entries of, when that is an `nn.ModuleDict`,
+        `nn.ModuleList` or a subclass: `metrics.items()`, `self.values()`, `self.heads`,
+        `enumerate(self.heads)`. Each entry then comes once."""
+        while (
+            isinstance(iterable, ast.Call)
+            and dotted_name(iterable.func) == "enumerate"
+            and len(iterable.args) == 1
+        ):
+            iterable = iterable.args[0]
+        if (
+            isinstance(iterable, ast.Call)
+            and isinstance(iterable.func, ast.Attribute)
+            and iterable.func.attr in ("items", "values")
+            and not iterable.args
+        ):
+            iterable = iterable.func.value
+        collection = self.value_of(iterable)
+        if (
+            collection.kind is Kind.MODULE
+            and collection.cls is not None
+            and self.is_module_collection(collection.cls)
+        ):
+            return collection
+        return None
 
     def calls_running_forward(self, info: ClassInfo | None) -> list[ast.Call]:
         """Calls that run the forward of the nn.Module class `info`: calls of its instances,
@@ -532,6 +645,19 @@ class FileAnalysis:
 
     def is_module_class(self, class_name: str) -> bool:
         return self._derives_from(class_name, _is_module_base)
+
+    def is_lightning_module(self, class_name: str) -> bool:
+        """A class of the file deriving from Lightning's `LightningModule`."""
+        return self._derives_from(class_name, _is_lightning_module)
+
+    def is_module_collection(self, class_name: str) -> bool:
+        """`nn.ModuleDict`, `nn.ModuleList`, or a class of the file deriving from one: going
+        over its entries runs each once."""
+        if _is_module_collection(class_name):
+            return True
+        return class_name in self.index.classes and self._derives_from(
+            class_name, _is_module_collection
+        )
 
     def is_optimizer_class(self, class_name: str) -> bool:
         """A class of the file that subclasses a torch optimizer (`class SAM(Optimizer)`)."""
@@ -622,6 +748,11 @@ class FileAnalysis:
     def training(self) -> TrainingSteps:
         """Which loops and functions reach a backward or optimizer step."""
         return TrainingSteps(self)
+
+    @cached_property
+    def weights(self) -> ModuleWeights:
+        """Which of the file's module classes compute without weights."""
+        return ModuleWeights(self)
 
     def loop_reaches_step(self, loop: Loop) -> bool:
         """Whether a backward or optimizer step runs between two iterations of `loop`."""
@@ -978,6 +1109,14 @@ class FileAnalysis:
             if init is not None and not has_star(node):
                 self._record_call(init, args[: len(node.args)])
             return self.instance(callee.cls)
+        if _entry_classes(node, callee) and method is not None:
+            result: Value | None = None
+            for name in callee.classes:
+                value = self._call_value(node, self.instance(name), args, grad, method)
+                if value is None:
+                    return None
+                result = value if result is None else result.join(value)
+            return result
         function: Function | None
         receiver: Value | None = None
         if method is None and callee.kind is Kind.OBJECT and callee.cls is not None:
@@ -1111,6 +1250,21 @@ _MODULE_BASES = frozenset(
 
 def _is_module_dict(name: str | None) -> bool:
     return name == "torch.nn.ModuleDict"
+
+
+def _entry_classes(call: ast.Call, callee: Value) -> tuple[str, ...]:
+    """The classes whose forward `call` runs when it calls an instance of one of several
+    (`metric(out, y)` for an entry of a collection of modules of several classes). Not a
+    method of what holds them: `metrics.items()` reads as an entry only by a fallback."""
+    return () if isinstance(call.func, ast.Attribute) else callee.classes
+
+
+def _is_lightning_module(name: str | None) -> bool:
+    return name in torch_api.LIGHTNING_MODULES
+
+
+def _is_module_collection(name: str | None) -> bool:
+    return name in ("torch.nn.ModuleDict", "torch.nn.ModuleList")
 
 
 def _is_optimizer_base(name: str | None) -> bool:

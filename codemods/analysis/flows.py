@@ -143,13 +143,18 @@ class _Follower:
     def of_self_attribute(self, class_name: str, attribute: str, depth: int) -> set[Use]:
         """Reads of `self.<attribute>` in the class, in its bases (whose methods run on the
         same object: `self.losses` filled by a subclass, summed by the base's step) and in
-        the classes deriving from it."""
+        the classes deriving from it, and of `obj.<attribute>` where an instance of one of
+        them is held (`self.loss_sum.total`)."""
         uses: set[Use] = set()
         for owner in self.analysis.class_family(class_name):
             if (owner, attribute) in self._followed:
                 continue
             self._followed.add((owner, attribute))
-            for occurrence in self.analysis.self_attribute_occurrences(owner, attribute):
+            occurrences = [
+                *self.analysis.self_attribute_occurrences(owner, attribute),
+                *self.analysis.held_attribute_occurrences(owner, attribute),
+            ]
+            for occurrence in occurrences:
                 if self.analysis.is_load(occurrence):
                     uses |= self.of_expression(occurrence, depth + 1)
         return uses
@@ -398,6 +403,9 @@ class _Follower:
             return {Use.RETURNED_UNSEEN}
         uses: set[Use] = set()
         for call in [*calls, *reads]:
+            if call in self._followed:
+                continue  # a cycle (`m.compute()` in a `compute` of the same name) adds nothing
+            self._followed.add(call)
             uses |= self.of_expression(call, depth + 1)
         return uses
 

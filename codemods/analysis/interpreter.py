@@ -528,8 +528,20 @@ class Interpreter:
         """`[crit(o, t) for o, t in pairs]`: a list whose elements are what `elt` gives, with
         each `for` target bound to an element of its iterable (unknown when it is not known);
         `{k: m(x) for k, m in metrics.items()}`: a dict whose values are what `m(x)` gives."""
-        inner: Env = env
-        for generator in node.generators:
+        inner = self.generators_bound(node.generators, env, grad)
+        if type(node) is ast.DictComp:
+            self.value(node.key, inner, grad)
+            stored = self.value(node.value, inner, grad)
+            return Value(Grad.FREE, Kind.DICT, element=stored.grad, element_value=stored)
+        return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
+
+    def generators_bound(
+        self, generators: Sequence[ast.comprehension], env: Env, grad: bool
+    ) -> Env:
+        """`env` with each `for` target of `generators` bound, in order, to an element of its
+        iterable (unknown when it is not known)."""
+        inner = env
+        for generator in generators:
             iterable = self.value(generator.iter, inner, grad)
             element = Value(iterable.element) if iterable.element is not None else UNKNOWN
             if iterable.kind is Kind.DICT:
@@ -537,11 +549,7 @@ class Interpreter:
             elif iterable.element_value is not None:
                 element = iterable.element_value  # `for k, m in metrics.items()`: the pairs
             inner = self.bind(generator.target, element, inner)
-        if type(node) is ast.DictComp:
-            self.value(node.key, inner, grad)
-            stored = self.value(node.value, inner, grad)
-            return Value(Grad.FREE, Kind.DICT, element=stored.grad, element_value=stored)
-        return Value(Grad.FREE, Kind.LIST, element=self.value(node.elt, inner, grad).grad)
+        return inner
 
     def tensor_result(self, inputs: Grad, grad: bool, scalar: bool = False) -> Value:
         """The result of a differentiable tensor operation on inputs that are `inputs`."""
@@ -725,6 +733,20 @@ class Interpreter:
             if name == "torch.nn.ModuleDict" and len(args) == 1 and args[0].kind is Kind.DICT:
                 # `nn.ModuleDict({"trunk": ...})`: its entries, by key, as the dict's
                 return args[0].with_(kind=Kind.MODULE, cls=name)
+            if (
+                name == "torch.nn.ModuleList"
+                and len(args) == 1
+                and args[0].kind is Kind.LIST
+                and args[0].element_value is not None
+            ):
+                # `nn.ModuleList([A(), B()])`: what going over it gives, as the list's
+                return Value(
+                    Grad.FREE,
+                    Kind.MODULE,
+                    cls=name,
+                    element=args[0].element,
+                    element_value=args[0].element_value,
+                )
             return Value(Grad.FREE, Kind.MODULE, cls=name)
         if name.startswith("torch.optim.") and short[:1].isupper():
             return Value(Grad.FREE, Kind.OPTIMIZER)
@@ -784,6 +806,8 @@ class Interpreter:
             return self.tensor_result(Grad.ATTACHED, grad)
         if receiver.kind is Kind.DICT and receiver.element is not None:
             return _dict_view(method, receiver, args)
+        if receiver.kind is Kind.MODULE and receiver.element is not None and method in _ENTRY_VIEWS:
+            return _dict_view(method, receiver, args)  # `nn.ModuleDict({...})`: its entries
         if receiver.kind is Kind.MODULE and receiver.cls is not None and method in _ENTRY_VIEWS:
             entries = self.member_value(receiver.cls, MODULE_ENTRIES)  # an `nn.ModuleDict`'s
             if entries.kind is Kind.DICT and entries.element is not None:

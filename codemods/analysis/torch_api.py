@@ -21,6 +21,22 @@ STEPPER_NAME = re.compile(r"opt|scaler", re.IGNORECASE)
 SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 BATCHES_TEXT = re.compile(r"loader|batches|dataset|tqdm", re.IGNORECASE)
 FORWARD_METHODS = frozenset({"forward", "__call__"})
+# A LightningModule's `training_step`: by the library's contract its trainer runs it once per
+# training step (and backpropagates what it returns).
+LIGHTNING_MODULES = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "lightning.pytorch.core.LightningModule",
+        "lightning.pytorch.core.module.LightningModule",
+    }
+)
+TRAINER_RUN_STEP = "training_step"
+# ...and runs these under `torch.no_grad()` / `torch.inference_mode()`.
+TRAINER_EVALUATION_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
 # nn.Module methods that return the module itself (`model = Net().to(device)`); not
 # `requires_grad_`, after which its parameters may stop requiring grad.
 MODULE_RETURNS_SELF = frozenset(

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 Loop = ast.For | ast.AsyncFor | ast.While
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# How many calls up `runs_once_per_step` follows a call to the loop that trains.
+_ONCE_DEPTH = 6
 
 
 def is_optimizer_step(call: ast.Call) -> bool:
@@ -85,6 +87,7 @@ class TrainingSteps:
         self._updates: dict[Function, bool] = {}
         self._draws: dict[Function, bool] = {}
         self._runs: dict[Function, dict[Function, bool]] = {}  # per function run
+        self._once: dict[ast.Call, bool] = {}
 
     def may_update_parameters(self, call: ast.Call) -> bool:
         """Whether `call` may change weights in place: any method of an optimizer but the
@@ -182,6 +185,107 @@ class TrainingSteps:
             if any(self._analysis.loop_reaches_step(loop) for loop in loops):
                 return True
         return False
+
+    def runs_once_per_step(self, call: ast.Call) -> bool:
+        """Whether the module call `call` runs once in every training step: in a loop whose
+        iterations a training step separates (not in a forward), or in a function or forward
+        whose every call does so (`self.train_metrics(out, y)` in a `training_step` that a
+        trainer's loop calls once per batch; `m(x)` in the `forward` of a `ModuleDict`
+        subclass, an entry of `{k: m(x) for k, m in self.items()}`, run by such a call). A
+        loop or comprehension inside the step runs it several times, unless it goes over
+        the entries of a module collection calling each entry once."""
+        known = self._once.get(call)
+        if known is None:
+            known = self._once[call] = self._once_per_step(call, frozenset())
+        return known
+
+    def _once_per_step(self, call: ast.Call, seen: frozenset[ast.Call]) -> bool:
+        analysis = self._analysis
+        if call in seen or len(seen) > _ONCE_DEPTH:
+            return False
+        seen |= {call}
+        for comprehension in analysis.comprehensions_around(call):
+            if not all(self.calls_entry(call, g.iter, g.target) for g in comprehension.generators):
+                return False
+        forward = in_forward(analysis, call)
+        for loop in analysis.enclosing_loops(call):
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and self.calls_entry(
+                call, loop.iter, loop.target
+            ):
+                continue
+            return not forward and analysis.loop_reaches_step(loop)
+        scope = analysis.scope_of(call)
+        if not isinstance(scope, _FUNCTIONS):
+            return False
+        if forward:
+            if scope.name not in torch_api.FORWARD_METHODS or analysis.class_of(scope) is None:
+                return False  # a function nested in a forward
+            callers = self.calls_running(scope)
+        else:
+            callers = [
+                c
+                for c in analysis.index.calls_by_name.get(scope.name, [])
+                if scope in self._callees(c, analysis.scope_of(c)) and not self._other_method(c)
+            ]
+        if not callers and self._run_by_lightning(scope):
+            return True
+        return bool(callers) and all(self._once_per_step(c, seen) for c in callers)
+
+    def evaluated_by_lightning(self, call: ast.Call) -> bool:
+        """Whether `call` is made in a LightningModule's `validation_step`, `test_step` or
+        `predict_step`, which the library's trainer runs with grad disabled."""
+        scope = self._analysis.scope_of(call)
+        owner = self._analysis.class_of(scope)
+        return (
+            isinstance(scope, _FUNCTIONS)
+            and scope.name in torch_api.TRAINER_EVALUATION_STEPS
+            and owner is not None
+            and self._analysis.is_lightning_module(owner.name)
+        )
+
+    def _run_by_lightning(self, function: Function) -> bool:
+        """A LightningModule's `training_step`, which nothing in the file calls: the library's
+        trainer runs it once per training step."""
+        owner = self._analysis.class_of(function)
+        return (
+            function.name == torch_api.TRAINER_RUN_STEP
+            and owner is not None
+            and self._analysis.is_lightning_module(owner.name)
+        )
+
+    def _other_method(self, call: ast.Call) -> bool:
+        """Whether `call` is a method of a value that is no object of the file's classes
+        (`self.opt.step()` is not a call of a trainer's own `step`)."""
+        return self._is_step(call) or (
+            isinstance(call.func, ast.Attribute)
+            and self._analysis.value_of(call.func.value).kind
+            in (Kind.OPTIMIZER, Kind.TENSOR, Kind.CRITERION, Kind.NUMBER)
+        )
+
+    def calls_running(self, forward: Function) -> list[ast.Call]:
+        """The calls that run the module `forward` (`__call__`), on an instance of its own
+        class or of a subclass that inherits it."""
+        analysis = self._analysis
+        owner = analysis.class_of(forward)
+        if owner is None:
+            return []
+        calls: list[ast.Call] = []
+        for info in analysis.index.classes.values():
+            if info.methods.get(forward.name) is forward and owner.name in analysis.lineage(
+                info.name
+            ):
+                calls += [c for c in analysis.calls_running_forward(info) if c not in calls]
+        return calls
+
+    def calls_entry(self, call: ast.Call, iterable: ast.expr, target: ast.expr) -> bool:
+        """Whether `call` calls the module that `target` takes from `iterable`, the entries
+        of a module collection (`for name, metric in metrics.items(): metric(out, y)`)."""
+        func = call.func
+        return (
+            isinstance(func, ast.Name)
+            and any(isinstance(n, ast.Name) and n.id == func.id for n in ast.walk(target))
+            and self._analysis.module_collection(iterable) is not None
+        )
 
     def draws_random_batches(self, loop: Loop, scope: ast.AST) -> ast.AST | None:
         """What makes the batches of `loop` random draws of a data set, if anything: a

@@ -80,6 +80,10 @@ class Value:
     # instances of sibling classes join into one of their common base (`Metric` for a PSNR
     # and an MAE metric) rather than into an object of no known class.
     bases: tuple[str, ...] = ()
+    # For a join of instances of the file's classes that share no base of the file (an
+    # `nn.ModuleDict` of two metric classes deriving from `nn.Module` only): each class it
+    # may be an instance of, so that calling it runs each one's `forward`.
+    classes: tuple[str, ...] = ()
     element: Grad | None = None  # for containers: what their elements are
     # ...and, when every element stored is known, what they are in full (a dict of losses
     # holds losses, a dict of meters holds instances): `element` stays its `grad`.
@@ -125,6 +129,11 @@ class Value:
         ):
             parts = tuple(a.join(b) for a, b in zip(self.parts, other.parts, strict=True))
         cls, bases = _common_class(self, other)
+        classes: tuple[str, ...] = ()
+        if cls is None and self.kind is other.kind and self.kind in (Kind.MODULE, Kind.OBJECT):
+            mine, theirs = self.classes or (self.cls,), other.classes or (other.cls,)
+            if None not in mine and None not in theirs:
+                classes = tuple(dict.fromkeys((*mine, *theirs)))  # type: ignore[arg-type]
         mixed = (self.grad is Grad.FREE and other.grad.attached) or (
             other.grad is Grad.FREE and self.grad.attached
         )
@@ -135,6 +144,7 @@ class Value:
             scalar=self.scalar and other.scalar,
             cls=cls,
             bases=bases,
+            classes=classes,
             element=element,
             element_value=element_value,
             evidence=self.evidence or other.evidence,

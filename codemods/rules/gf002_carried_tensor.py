@@ -12,6 +12,9 @@ logged losses are GF001's):
 - *retained*: a value made once before a loop whose every iteration backpropagates through it
   with `retain_graph=True` and steps the optimizer of the module that made it (a fake reused
   over generator steps): reported, recompute it inside the loop.
+- *kept by a module's forward* (`gf002_forward_state.py`): a running metric whose forward
+  accumulates the graph-attached values it is given, called once per training step: detached
+  at the call that feeds it.
 
 The training-step boundary decides (`analysis/training.py`). A carried value is a finding only
 when a backward or an optimizer step runs between the iterations it crosses: reachable from the
@@ -73,6 +76,7 @@ from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling, method_call
+from codemods.rules.gf002_forward_state import forward_state_findings
 from codemods.rules.records import (
     DICT_SUBCLASS_TEXT,
     attached_keys,
@@ -145,6 +149,15 @@ class CarriedTensor(Rule):
         "loop into the next chunk of the training loop around it is reported (the detach "
         "belongs at the top of each chunk), and so is a state object whose `detach()` method "
         "only rebinds local names.\n\n"
+        "A module whose forward accumulates what it is given (a running metric: `self.total "
+        "= self.total + err`, `self.preds.append(preds)`), called on the model's live output "
+        "once per training step (in the training loop, or in a `training_step` a trainer's "
+        "loop calls once per batch, through `nn.ModuleDict` / `nn.ModuleList` collections), "
+        "keeps every step's graph until it is reset: when no backward reaches what it keeps, "
+        "gradfix passes the graph-attached arguments detached at that call (`metric(out."
+        "detach(), y)`), safe when the modules the call runs have no weights of their own and "
+        "nothing differentiates the call's result; a module the step resets next to the call "
+        "is left alone.\n\n"
         "A graph made once before a loop whose every iteration backpropagates through it with "
         "`retain_graph=True` and steps the optimizer of the module that made it (a fake "
         "reused over several generator steps) is reported with advice to recompute it inside "
@@ -174,8 +187,16 @@ class CarriedTensor(Rule):
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         reported: set[ast.AST] = set()
+        # State a module's forward keeps: the finding is at the call that feeds it.
+        for stores, finding in forward_state_findings(analysis):
+            reported.update(stores)
+            if finding is not None and finding.node not in reported:
+                reported.add(finding.node)
+                yield finding
         carries_by_store: dict[ast.Assign, list[_Carry]] = {}
         for carry in _carries(analysis):
+            if carry.store in reported:
+                continue
             carries_by_store.setdefault(carry.store, []).append(carry)
         for store, carries in carries_by_store.items():
             verdicts = [v for v in (_judge_carry(analysis, c) for c in carries) if v is not None]
@@ -717,12 +738,23 @@ def _forward_repeated_in_step(
     if carry.loop is not None or not in_forward(analysis, carry.store):
         return None
     info = analysis.class_of(analysis.scope_of(carry.store))
+    training = analysis.training
     for call in analysis.calls_running_forward(info):
         loops = analysis.enclosing_loops(call)
         node = analysis.parent(call)
         while node is not None and not isinstance(node, (*FUNCTION_TYPES, ast.Module)):
-            if isinstance(node, _COMPREHENSIONS) or (
-                node in loops and not analysis.loop_reaches_step(node)  # type: ignore[arg-type]
+            # Going over the entries of a module collection runs each entry once.
+            if isinstance(node, _COMPREHENSIONS) and not all(
+                training.calls_entry(call, g.iter, g.target) for g in node.generators
+            ):
+                return call, node  # type: ignore[return-value]
+            if (
+                node in loops
+                and not analysis.loop_reaches_step(node)  # type: ignore[arg-type]
+                and not (
+                    isinstance(node, _FOR_TYPES)
+                    and training.calls_entry(call, node.iter, node.target)
+                )
             ):
                 return call, node  # type: ignore[return-value]
             node = analysis.parent(node)
@@ -751,10 +783,14 @@ def _reset_by_called_method(analysis: FileAnalysis, carry: _Carry) -> bool:
 
 def _called(analysis: FileAnalysis, name: str) -> bool:
     """Whether the file calls a function or method `name` from code that runs: the module,
-    or a function the file itself calls (`utils.reset(net)` running `module.reset_mem()`)."""
+    a function the file itself calls (`utils.reset(net)` running `module.reset_mem()`), or a
+    module's forward the file runs (`self.cell.reset(...)` at the start of the owner's
+    `forward`)."""
     for call in analysis.index.calls_by_name.get(name, []):
         caller = analysis.scope_of(call)
         if not isinstance(caller, FUNCTION_TYPES):
+            return True
+        if caller.name in torch_api.FORWARD_METHODS and analysis.training.calls_running(caller):
             return True
         if any(
             analysis.scope_of(outer) is not caller
