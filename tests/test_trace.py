@@ -159,14 +159,14 @@ def test_a_metric_summed_from_the_output_is_detached_where_the_output_enters(
 def test_an_epoch_runs_on_to_its_validation_before_the_trace_stops(tmp_path: Path) -> None:
     # Three optimizer steps end the first epoch's batch loop; the validation after it sums
     # graph-attached losses into a dict (line 8). With the default `--steps 3`, the run goes
-    # on through that tail and two more steps (5 in all), sees the sums kept, and fixes the
-    # line with `.item()` (the after file, which is also the twin: no finding).
+    # on through that tail to the next epoch's first step (4 in all), sees the sums kept, and
+    # fixes the line with `.item()` (the after file, which is also the twin: no finding).
     case = CASES / "GF001_validation_tail"
     for name in ("before.py", "twin.py"):
         shutil.copy(case / name, tmp_path / name)
     completed = _trace("--fix", "before.py", cwd=tmp_path)
     assert "before.py:8: GF001 fixed" in completed.stdout, completed.stdout + completed.stderr
-    assert "stopped after 5 optimizer steps" in completed.stderr
+    assert "stopped after 4 optimizer steps" in completed.stderr
     assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
     completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr

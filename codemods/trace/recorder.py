@@ -154,6 +154,7 @@ class _Store:
     steps: int
     scalar: bool
     holder: str  # the stored name or attribute chain, as written
+    in_tail: bool  # made in the tail of the epoch the trace stops after
 
 
 @dataclass
@@ -186,9 +187,10 @@ class Recorder:
     _last_backward: Stack = ()  # the stack of the last backward that ran
     _loops: dict[str, dict[int, list[loops.Loop]]] = field(default_factory=dict)
     # The epoch's batch loop the steps run in, once N steps ran ((frame id, loop); () for
-    # none), and the step count when its tail started.
+    # none), the step count when its tail started, and whether the tail runs now.
     _epoch: tuple[int, loops.Loop] | tuple[()] | None = None
     _tail_step: int | None = None
+    _in_tail: bool = False
     # Its root nodes, held only while it runs (a `_Backward` is kept in node metadata).
     _running_roots: list[Any] = field(default_factory=list)
 
@@ -757,21 +759,22 @@ class Recorder:
         self.boundary += 1
         if count > self.steps:
             self.steps = count
-            self._check_kept()
-            if self.stop_after and self.steps >= self.stop_after and self._may_stop():
+            stopping = bool(self.stop_after) and self.steps >= self.stop_after and self._may_stop()
+            self._check_kept(tail_due=stopping)
+            if stopping:
                 raise StopTracing
 
     def _may_stop(self) -> bool:
         """Whether the run may stop now that N steps ran. When the step runs in an epoch's
         batch loop (a loop with more statements after it in an outer loop's body: validation,
-        logging), the run goes on until that tail ran and two more steps (the horizon of a kept
-        tensor), so that what the epoch's end stores is watched too; never past 2N steps."""
-        if self.steps >= 2 * self.stop_after:
+        logging), the run goes on to the first step after that tail ran, so that what the
+        epoch's end stores is watched too; never past N + max(1, N // 3) steps."""
+        if self.steps >= self.stop_after + max(1, self.stop_after // 3):
             return True
         if self._epoch is None:
             self._epoch = self._epoch_loop(sys._getframe(2))
             return self._epoch == ()
-        return self._tail_step is not None and self.steps >= self._tail_step + 2
+        return self._tail_step is not None and self.steps > self._tail_step
 
     def _epoch_loop(self, start: FrameType) -> tuple[int, loops.Loop] | tuple[()]:
         """The innermost user loop around the step call, as (frame id, loop), when it is an
@@ -796,10 +799,14 @@ class Recorder:
         return self._trace_line
 
     def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if self._epoch and self._tail_step is None and id(frame) == self._epoch[0]:
+        if self._epoch and event == "line" and id(frame) == self._epoch[0]:
             loop = self._epoch[1]
-            if event == "line" and not loop.start <= frame.f_lineno <= loop.end:
+            in_loop = loop.start <= frame.f_lineno <= loop.end
+            if self._tail_step is None and not in_loop:
                 self._tail_step = self.steps  # the batch loop is done: the epoch's tail runs
+                self._in_tail = True
+            elif self._in_tail and in_loop:
+                self._in_tail = False  # the next epoch's batch loop
         pending = self._after.get(id(frame))
         if pending is not None and (
             event != "line" or not pending[0] <= frame.f_lineno <= pending[1].end_line
@@ -858,18 +865,25 @@ class Recorder:
                     self.steps,
                     tensor.numel() == 1,
                     holder if value is tensor else "",
+                    self._in_tail,
                 )
             )
 
-    def _check_kept(self) -> None:
+    def _check_kept(self, tail_due: bool = False) -> None:
         """Tensors stored two optimizer steps ago and still alive: kept, with their graph,
         beyond the step that made them (one step is not enough: the last step's values are
-        still bound to the loop's names)."""
+        still bound to the loop's names). With `tail_due`, as the trace stops, also those an
+        epoch's tail stored, once the next epoch's batch loop runs: no batch's names hold them."""
         horizon = self.steps - 2
-        due = [s for s in self._stores if s.steps <= horizon]
+        tail_over = tail_due and not self._in_tail
+
+        def is_due(store: _Store) -> bool:
+            return store.steps <= horizon or (tail_over and store.in_tail)
+
+        due = [s for s in self._stores if is_due(s)]
         if not due:
             return
-        self._stores = [s for s in self._stores if s.steps > horizon]
+        self._stores = [s for s in self._stores if not is_due(s)]
         by_tensor: dict[int, list[_Store]] = {}
         tensors: dict[int, torch.Tensor] = {}
         for store in due:
