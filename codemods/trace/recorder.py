@@ -77,6 +77,7 @@ class _NodeInfo:
     stack: Stack
     boundary: int  # backward passes and optimizer steps completed when it was made
     steps: int  # optimizer steps completed when it was made
+    scalar: bool  # the output is one number
 
 
 @dataclass
@@ -290,7 +291,7 @@ class Recorder:
         for output in outputs:
             metadata = output.grad_fn.metadata
             if _META not in metadata:
-                metadata[_META] = _NodeInfo(stack, self.boundary, self.steps)
+                metadata[_META] = _NodeInfo(stack, self.boundary, self.steps, output.numel() == 1)
         for tensor, node in inputs:
             if node is None:
                 continue
@@ -846,12 +847,17 @@ class Recorder:
         """After a store statement that computed its value ran: that value, where it went."""
         assert site.result is not None
         value = stores.read(frame, site.result)
+        # An attribute the statement assigns or adds into (`self.sum += f(x)`) holds the
+        # value: it names it for the fix; a list's last item or a dict's entry has no name.
+        holder = ".".join(site.result)
         if site.appended:
             value = value[-1] if isinstance(value, list) and value else None
+            holder = ""
         elif site.key is not None:
             value = stores.item(value, site.key)
+            holder = ""
         receiver = stores.read(frame, site.receiver) if site.receiver else None
-        self._record_stores(value, place, receiver, "")
+        self._record_stores(value, place, receiver, holder)
 
     def _record_stores(self, value: Any, place: Place, receiver: Any, holder: str) -> None:
         for tensor in _tensors(value):
@@ -1219,7 +1225,8 @@ def _fed_from(
     """For a running sum `node` (made at `info.stack`) whose addends no backward went through,
     but whose inputs one did, below them, and not as its loss: the model's output, passed into
     the code that sums (a metric). The user's line that binds that output and passes it on,
-    with its names there (or the line where it enters that code). None for a sum of losses."""
+    with its names there (or the line where it enters that code). None for a sum of losses,
+    or of values computed from a loss's terms (one number each: a criterion's dict entries)."""
     # The sum's chain, one node per step back (the same op at the same line), then the addends.
     chain, addends, seen = [node], [], {id(node)}
     while chain and len(seen) < _GRAPH_WALK_LIMIT:
@@ -1240,8 +1247,8 @@ def _fed_from(
         return None
     live = _first_reached(addends, seen)
     made = None if live is None else live.metadata.get(_META)
-    if made is None or id(live) in live.metadata[_REACHED].roots:
-        return None  # the loss itself, summed: GF001
+    if made is None or made.scalar or id(live) in live.metadata[_REACHED].roots:
+        return None  # the loss itself or one of its terms, summed: GF001
     reader = Recorder._stack_of(frames)
     entered = _diverging(reader, made.stack)
     if entered == _innermost(reader):
