@@ -156,6 +156,32 @@ def test_a_metric_summed_from_the_output_is_detached_where_the_output_enters(
     assert [(rule, line) for rule, line, _ in _findings(completed)] == [("GF001", 33)]
 
 
+# Running sums kept across steps whose fix goes at the sum, in the code that adds; the twin
+# adds detached values and is silent.
+SUMS_FIXED_WHERE_THEY_ADD = [
+    # `self.total += gather(value)` (line 16) adds a value the statement computes into an
+    # attribute: the attribute names what holds the graph, and the sum is detached there.
+    pytest.param("GF001_attribute_sum_of_call", 16, id="attribute-sum-of-a-call"),
+    # A meter sums entries of the criterion's dict (line 20): each is one number a backward
+    # went through, a loss term, not the model's output passed to a metric.
+    pytest.param("GF001_meter_fed_loss_terms", 20, id="meter-fed-loss-terms"),
+]
+
+
+@pytest.mark.parametrize(("case_name", "line"), SUMS_FIXED_WHERE_THEY_ADD)
+def test_a_running_sum_of_losses_is_fixed_where_it_adds(
+    case_name: str, line: int, tmp_path: Path
+) -> None:
+    case = CASES / case_name
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    assert f"before.py:{line}: GF001 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
 def test_an_epoch_runs_on_to_its_validation_before_the_trace_stops(tmp_path: Path) -> None:
     # Three optimizer steps end the first epoch's batch loop; the validation after it sums
     # graph-attached losses into a dict (line 8). With the default `--steps 3`, the run goes
