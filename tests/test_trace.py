@@ -198,6 +198,23 @@ def test_an_epoch_runs_on_to_its_validation_before_the_trace_stops(tmp_path: Pat
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
 
 
+def test_an_in_place_module_is_fixed_at_the_constructor_of_the_one_that_wrote(
+    tmp_path: Path,
+) -> None:
+    # Two ReLU(inplace=True) layers: the head's (line 9) writes an output nothing saved; the
+    # block's (line 21, built under an if, run from an add_module Sequential) writes the
+    # input the skip layer saved. Only the block's is made out of place, and reported there.
+    # The twin builds it with nn.ReLU(): silent.
+    case = CASES / "GF004_module_called_by_attribute"
+    for name in ("before.py", "twin.py"):
+        shutil.copy(case / name, tmp_path / name)
+    completed = _trace("--fix", "before.py", cwd=tmp_path)
+    assert "before.py:21: GF004 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
+    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
+    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
+
+
 def test_every_in_place_write_the_failing_graph_saved_is_fixed(tmp_path: Path) -> None:
     # Backward stops at the first changed tensor it unpacks; both `/=` lines (6, 7) change
     # tensors the loss's graph saved, and both are fixed in one run. The write at line 10

@@ -64,7 +64,9 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
         replacements = {} if statement is None else _replacements(analysis, statement, observation)
         module = _fact(observation, "module:")
         if not replacements and module is not None:
-            constructor, replacements = gf004_inplace_on_saved.fix_inplace_module(analysis, module)
+            constructor, replacements = gf004_inplace_on_saved.fix_inplace_module(
+                analysis, module, statement
+            )
             if constructor is not None:
                 # Reported at the module's constructor: the line the fix changes.
                 statement = constructor  # type: ignore[assignment]
