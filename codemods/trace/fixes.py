@@ -76,6 +76,7 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
             findings.append(_finding(observation, None, _tier(observation, replacements)))
             continue
         spans = [analysis.positions[statement], *(analysis.positions[n] for n in replacements)]
+        observation = _at_edit(analysis, statement, replacements, observation)
         findings.append(_finding(observation, editor.edit(replacements, spans), Tier.CONFIRMED))
         applied.update(replacements)
     new_source = None
@@ -148,6 +149,28 @@ def _clones(
         and analysis.code_of(node) in sources
     ]
     return {reads[0]: calling("clone")} if len(reads) == 1 else {}
+
+
+def _at_edit(
+    analysis: FileAnalysis,
+    statement: ast.AST,
+    replacements: dict[ast.AST, Rewrite],
+    observation: Observation,
+) -> Observation:
+    """The observation moved to the statement its fix changes, when the edit lies wholly in
+    one other statement (a clone where the op saved the tensor, a layer's constructor): a
+    finding is reported at the line the fix must change."""
+    if any(analysis.contains(statement, node) for node in replacements):
+        return observation
+    edited = {analysis.statement_of(node) for node in replacements}
+    if len(edited) != 1 or None in edited:
+        return observation
+    line = analysis.positions[edited.pop()].start.line
+    message = (
+        f"{observation.message} (Observed at line {observation.place.line}, and reported "
+        "here, where the fix goes.)"
+    )
+    return replace(observation, place=replace(observation.place, line=line), message=message)
 
 
 def _tier(observation: Observation, replacements: dict[ast.AST, Rewrite]) -> Tier:
