@@ -198,18 +198,27 @@ def test_an_epoch_runs_on_to_its_validation_before_the_trace_stops(tmp_path: Pat
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
 
 
-def test_an_in_place_module_is_fixed_at_the_constructor_of_the_one_that_wrote(
-    tmp_path: Path,
-) -> None:
+# In-place writes fixed in another statement than the write's, each reported there (the line
+# the fix changes); the twin, written the right way, is silent.
+WRITES_FIXED_ELSEWHERE = [
     # Two ReLU(inplace=True) layers: the head's (line 9) writes an output nothing saved; the
-    # block's (line 21, built under an if, run from an add_module Sequential) writes the
-    # input the skip layer saved. Only the block's is made out of place, and reported there.
-    # The twin builds it with nn.ReLU(): silent.
-    case = CASES / "GF004_module_called_by_attribute"
+    # block's (line 21, built under an if, run from an add_module Sequential) writes the input
+    # the skip layer saved. Only the block's is made out of place.
+    pytest.param("GF004_module_called_by_attribute", 21, id="constructor-of-the-module-called"),
+    # A queue written under no_grad (line 19) that a matmul saved (line 12): cloned there.
+    pytest.param("GF004_write_into_a_saved_buffer", 12, id="clone-where-saved"),
+]
+
+
+@pytest.mark.parametrize(("case_name", "line"), WRITES_FIXED_ELSEWHERE)
+def test_an_in_place_write_is_reported_where_its_fix_goes(
+    case_name: str, line: int, tmp_path: Path
+) -> None:
+    case = CASES / case_name
     for name in ("before.py", "twin.py"):
         shutil.copy(case / name, tmp_path / name)
     completed = _trace("--fix", "before.py", cwd=tmp_path)
-    assert "before.py:21: GF004 fixed" in completed.stdout, completed.stdout + completed.stderr
+    assert f"before.py:{line}: GF004 fixed" in completed.stdout, completed.stdout + completed.stderr
     assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
     completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
