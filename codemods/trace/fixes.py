@@ -158,14 +158,19 @@ def _at_edit(
     observation: Observation,
 ) -> Observation:
     """The observation moved to the statement its fix changes, when the edit lies wholly in
-    one other statement (a clone where the op saved the tensor, a layer's constructor): a
-    finding is reported at the line the fix must change."""
+    one other statement of another function (a clone where a method saved the tensor another
+    wrote, a layer's constructor): a finding is reported at the line the fix must change. In
+    the same function the observed statement stays (its message names the other line)."""
     if any(analysis.contains(statement, node) for node in replacements):
         return observation
     edited = {analysis.statement_of(node) for node in replacements}
     if len(edited) != 1 or None in edited:
         return observation
-    line = analysis.positions[edited.pop()].start.line
+    other = edited.pop()
+    assert other is not None
+    if analysis.scope_of(other) is analysis.scope_of(statement):
+        return observation
+    line = analysis.positions[other].start.line
     message = (
         f"{observation.message} (Observed at line {observation.place.line}, and reported "
         "here, where the fix goes.)"
