@@ -360,7 +360,7 @@ def trace(
             help=(
                 "Stop after N optimizer steps (0: run to the end). When the steps run in an "
                 "epoch's batch loop, the run goes on through the epoch's end (validation, "
-                "logging) and two more steps, at most 2N steps in all."
+                "logging) to the next step, at most N + max(1, N // 3) steps in all."
             ),
         ),
     ] = 3,

@@ -1811,16 +1811,27 @@ def fix_at(analysis: FileAnalysis, statement: ast.stmt) -> dict[ast.AST, Rewrite
 
 
 def fix_inplace_module(
-    analysis: FileAnalysis, class_name: str
+    analysis: FileAnalysis, class_name: str, ran_at: ast.stmt | None
 ) -> tuple[ast.AST | None, dict[ast.AST, Rewrite]]:
     """For a write `gradfix trace` saw a module of class `class_name` make with its
-    `inplace=True` (inside `nn.Sequential`, or a layer called by attribute): the file's
-    constructor calls of that class that pass a literal `True` as `inplace`, the first one
-    and `inplace=False` on each (working out of place changes no value, only
-    memory). (None, {}) when the file constructs none."""
+    `inplace=True` (inside `nn.Sequential`, or a layer called by attribute) from the user's
+    statement `ran_at`: the constructor of the module that statement calls, when provenance
+    knows it and it is one of that class (`self.activ = nn.ReLU(inplace=True)` for
+    `x = self.activ(x)`), else the file's constructor calls of that class that pass a
+    literal `True` as `inplace`: the first one and `inplace=False` on each (working out of
+    place changes no value, only memory). (None, {}) when the file constructs none."""
+    constructors = analysis.index.calls_by_name.get(class_name, [])
+    if ran_at is not None:
+        provenance = Provenance(analysis)
+        called = {
+            provenance.module_constructor(node.func)
+            for node in ast.walk(ran_at)
+            if isinstance(node, ast.Call)
+        }
+        constructors = [call for call in constructors if call in called] or constructors
     flags: dict[ast.AST, Rewrite] = {}
     first: ast.AST | None = None
-    for call in analysis.index.calls_by_name.get(class_name, []):
+    for call in constructors:
         flag = _flag_argument(call, analysis.qualified_name(call.func))
         if flag is not None:
             flags[flag] = _false

@@ -64,7 +64,9 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
         replacements = {} if statement is None else _replacements(analysis, statement, observation)
         module = _fact(observation, "module:")
         if not replacements and module is not None:
-            constructor, replacements = gf004_inplace_on_saved.fix_inplace_module(analysis, module)
+            constructor, replacements = gf004_inplace_on_saved.fix_inplace_module(
+                analysis, module, statement
+            )
             if constructor is not None:
                 # Reported at the module's constructor: the line the fix changes.
                 statement = constructor  # type: ignore[assignment]
@@ -74,6 +76,7 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
             findings.append(_finding(observation, None, _tier(observation, replacements)))
             continue
         spans = [analysis.positions[statement], *(analysis.positions[n] for n in replacements)]
+        observation = _at_edit(analysis, statement, replacements, observation)
         findings.append(_finding(observation, editor.edit(replacements, spans), Tier.CONFIRMED))
         applied.update(replacements)
     new_source = None
@@ -146,6 +149,33 @@ def _clones(
         and analysis.code_of(node) in sources
     ]
     return {reads[0]: calling("clone")} if len(reads) == 1 else {}
+
+
+def _at_edit(
+    analysis: FileAnalysis,
+    statement: ast.AST,
+    replacements: dict[ast.AST, Rewrite],
+    observation: Observation,
+) -> Observation:
+    """The observation moved to the statement its fix changes, when the edit lies wholly in
+    one other statement of another function (a clone where a method saved the tensor another
+    wrote, a layer's constructor): a finding is reported at the line the fix must change. In
+    the same function the observed statement stays (its message names the other line)."""
+    if any(analysis.contains(statement, node) for node in replacements):
+        return observation
+    edited = {analysis.statement_of(node) for node in replacements}
+    if len(edited) != 1 or None in edited:
+        return observation
+    other = edited.pop()
+    assert other is not None
+    if analysis.scope_of(other) is analysis.scope_of(statement):
+        return observation
+    line = analysis.positions[other].start.line
+    message = (
+        f"{observation.message} (Observed at line {observation.place.line}, and reported "
+        "here, where the fix goes.)"
+    )
+    return replace(observation, place=replace(observation.place, line=line), message=message)
 
 
 def _tier(observation: Observation, replacements: dict[ast.AST, Rewrite]) -> Tier:

@@ -77,6 +77,7 @@ class _NodeInfo:
     stack: Stack
     boundary: int  # backward passes and optimizer steps completed when it was made
     steps: int  # optimizer steps completed when it was made
+    scalar: bool  # the output is one number
 
 
 @dataclass
@@ -154,6 +155,7 @@ class _Store:
     steps: int
     scalar: bool
     holder: str  # the stored name or attribute chain, as written
+    in_tail: bool  # made in the tail of the epoch the trace stops after
 
 
 @dataclass
@@ -186,9 +188,10 @@ class Recorder:
     _last_backward: Stack = ()  # the stack of the last backward that ran
     _loops: dict[str, dict[int, list[loops.Loop]]] = field(default_factory=dict)
     # The epoch's batch loop the steps run in, once N steps ran ((frame id, loop); () for
-    # none), and the step count when its tail started.
+    # none), the step count when its tail started, and whether the tail runs now.
     _epoch: tuple[int, loops.Loop] | tuple[()] | None = None
     _tail_step: int | None = None
+    _in_tail: bool = False
     # Its root nodes, held only while it runs (a `_Backward` is kept in node metadata).
     _running_roots: list[Any] = field(default_factory=list)
 
@@ -288,7 +291,7 @@ class Recorder:
         for output in outputs:
             metadata = output.grad_fn.metadata
             if _META not in metadata:
-                metadata[_META] = _NodeInfo(stack, self.boundary, self.steps)
+                metadata[_META] = _NodeInfo(stack, self.boundary, self.steps, output.numel() == 1)
         for tensor, node in inputs:
             if node is None:
                 continue
@@ -757,21 +760,22 @@ class Recorder:
         self.boundary += 1
         if count > self.steps:
             self.steps = count
-            self._check_kept()
-            if self.stop_after and self.steps >= self.stop_after and self._may_stop():
+            stopping = bool(self.stop_after) and self.steps >= self.stop_after and self._may_stop()
+            self._check_kept(tail_due=stopping)
+            if stopping:
                 raise StopTracing
 
     def _may_stop(self) -> bool:
         """Whether the run may stop now that N steps ran. When the step runs in an epoch's
         batch loop (a loop with more statements after it in an outer loop's body: validation,
-        logging), the run goes on until that tail ran and two more steps (the horizon of a kept
-        tensor), so that what the epoch's end stores is watched too; never past 2N steps."""
-        if self.steps >= 2 * self.stop_after:
+        logging), the run goes on to the first step after that tail ran, so that what the
+        epoch's end stores is watched too; never past N + max(1, N // 3) steps."""
+        if self.steps >= self.stop_after + max(1, self.stop_after // 3):
             return True
         if self._epoch is None:
             self._epoch = self._epoch_loop(sys._getframe(2))
             return self._epoch == ()
-        return self._tail_step is not None and self.steps >= self._tail_step + 2
+        return self._tail_step is not None and self.steps > self._tail_step
 
     def _epoch_loop(self, start: FrameType) -> tuple[int, loops.Loop] | tuple[()]:
         """The innermost user loop around the step call, as (frame id, loop), when it is an
@@ -796,10 +800,14 @@ class Recorder:
         return self._trace_line
 
     def _trace_line(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        if self._epoch and self._tail_step is None and id(frame) == self._epoch[0]:
+        if self._epoch and event == "line" and id(frame) == self._epoch[0]:
             loop = self._epoch[1]
-            if event == "line" and not loop.start <= frame.f_lineno <= loop.end:
+            in_loop = loop.start <= frame.f_lineno <= loop.end
+            if self._tail_step is None and not in_loop:
                 self._tail_step = self.steps  # the batch loop is done: the epoch's tail runs
+                self._in_tail = True
+            elif self._in_tail and in_loop:
+                self._in_tail = False  # the next epoch's batch loop
         pending = self._after.get(id(frame))
         if pending is not None and (
             event != "line" or not pending[0] <= frame.f_lineno <= pending[1].end_line
@@ -839,12 +847,17 @@ class Recorder:
         """After a store statement that computed its value ran: that value, where it went."""
         assert site.result is not None
         value = stores.read(frame, site.result)
+        # An attribute the statement assigns or adds into (`self.sum += f(x)`) holds the
+        # value: it names it for the fix; a list's last item or a dict's entry has no name.
+        holder = ".".join(site.result)
         if site.appended:
             value = value[-1] if isinstance(value, list) and value else None
+            holder = ""
         elif site.key is not None:
             value = stores.item(value, site.key)
+            holder = ""
         receiver = stores.read(frame, site.receiver) if site.receiver else None
-        self._record_stores(value, place, receiver, "")
+        self._record_stores(value, place, receiver, holder)
 
     def _record_stores(self, value: Any, place: Place, receiver: Any, holder: str) -> None:
         for tensor in _tensors(value):
@@ -858,18 +871,25 @@ class Recorder:
                     self.steps,
                     tensor.numel() == 1,
                     holder if value is tensor else "",
+                    self._in_tail,
                 )
             )
 
-    def _check_kept(self) -> None:
+    def _check_kept(self, tail_due: bool = False) -> None:
         """Tensors stored two optimizer steps ago and still alive: kept, with their graph,
         beyond the step that made them (one step is not enough: the last step's values are
-        still bound to the loop's names)."""
+        still bound to the loop's names). With `tail_due`, as the trace stops, also those an
+        epoch's tail stored, once the next epoch's batch loop runs: no batch's names hold them."""
         horizon = self.steps - 2
-        due = [s for s in self._stores if s.steps <= horizon]
+        tail_over = tail_due and not self._in_tail
+
+        def is_due(store: _Store) -> bool:
+            return store.steps <= horizon or (tail_over and store.in_tail)
+
+        due = [s for s in self._stores if is_due(s)]
         if not due:
             return
-        self._stores = [s for s in self._stores if s.steps > horizon]
+        self._stores = [s for s in self._stores if not is_due(s)]
         by_tensor: dict[int, list[_Store]] = {}
         tensors: dict[int, torch.Tensor] = {}
         for store in due:
@@ -1205,7 +1225,8 @@ def _fed_from(
     """For a running sum `node` (made at `info.stack`) whose addends no backward went through,
     but whose inputs one did, below them, and not as its loss: the model's output, passed into
     the code that sums (a metric). The user's line that binds that output and passes it on,
-    with its names there (or the line where it enters that code). None for a sum of losses."""
+    with its names there (or the line where it enters that code). None for a sum of losses,
+    or of values computed from a loss's terms (one number each: a criterion's dict entries)."""
     # The sum's chain, one node per step back (the same op at the same line), then the addends.
     chain, addends, seen = [node], [], {id(node)}
     while chain and len(seen) < _GRAPH_WALK_LIMIT:
@@ -1226,8 +1247,8 @@ def _fed_from(
         return None
     live = _first_reached(addends, seen)
     made = None if live is None else live.metadata.get(_META)
-    if made is None or id(live) in live.metadata[_REACHED].roots:
-        return None  # the loss itself, summed: GF001
+    if made is None or made.scalar or id(live) in live.metadata[_REACHED].roots:
+        return None  # the loss itself or one of its terms, summed: GF001
     reader = Recorder._stack_of(frames)
     entered = _diverging(reader, made.stack)
     if entered == _innermost(reader):
