@@ -156,27 +156,36 @@ def test_a_metric_summed_from_the_output_is_detached_where_the_output_enters(
     assert [(rule, line) for rule, line, _ in _findings(completed)] == [("GF001", 33)]
 
 
-# Running sums kept across steps whose fix goes at the sum, in the code that adds; the twin
-# adds detached values and is silent.
-SUMS_FIXED_WHERE_THEY_ADD = [
+# Findings fixed where the fix goes, each reported at that line; the twin, written the right
+# way, is silent.
+FIXED_WHERE_THE_FIX_GOES = [
     # `self.total += gather(value)` (line 16) adds a value the statement computes into an
     # attribute: the attribute names what holds the graph, and the sum is detached there.
-    pytest.param("GF001_attribute_sum_of_call", 16, id="attribute-sum-of-a-call"),
+    pytest.param("GF001_attribute_sum_of_call", "GF001", 16, id="attribute-sum-of-a-call"),
     # A meter sums entries of the criterion's dict (line 20): each is one number a backward
     # went through, a loss term, not the model's output passed to a metric.
-    pytest.param("GF001_meter_fed_loss_terms", 20, id="meter-fed-loss-terms"),
+    pytest.param("GF001_meter_fed_loss_terms", "GF001", 20, id="meter-fed-loss-terms"),
+    # Two ReLU(inplace=True) layers: the head's (line 9) writes an output nothing saved; the
+    # block's (line 21, built under an if, run from an add_module Sequential) writes the input
+    # the skip layer saved. Only the block's is made out of place.
+    pytest.param(
+        "GF004_module_called_by_attribute", "GF004", 21, id="constructor-of-the-module-called"
+    ),
+    # A queue written under no_grad (line 19) that a matmul saved (line 12): cloned there.
+    pytest.param("GF004_write_into_a_saved_buffer", "GF004", 12, id="clone-where-saved"),
 ]
 
 
-@pytest.mark.parametrize(("case_name", "line"), SUMS_FIXED_WHERE_THEY_ADD)
-def test_a_running_sum_of_losses_is_fixed_where_it_adds(
-    case_name: str, line: int, tmp_path: Path
+@pytest.mark.parametrize(("case_name", "rule", "line"), FIXED_WHERE_THE_FIX_GOES)
+def test_a_finding_is_fixed_and_reported_where_its_fix_goes(
+    case_name: str, rule: str, line: int, tmp_path: Path
 ) -> None:
     case = CASES / case_name
     for name in ("before.py", "twin.py"):
         shutil.copy(case / name, tmp_path / name)
     completed = _trace("--fix", "before.py", cwd=tmp_path)
-    assert f"before.py:{line}: GF001 fixed" in completed.stdout, completed.stdout + completed.stderr
+    output = completed.stdout + completed.stderr
+    assert f"before.py:{line}: {rule} fixed" in completed.stdout, output
     assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
     completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
@@ -193,32 +202,6 @@ def test_an_epoch_runs_on_to_its_validation_before_the_trace_stops(tmp_path: Pat
     completed = _trace("--fix", "before.py", cwd=tmp_path)
     assert "before.py:8: GF001 fixed" in completed.stdout, completed.stdout + completed.stderr
     assert "stopped after 4 optimizer steps" in completed.stderr
-    assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
-    completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
-    assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
-
-
-# In-place writes fixed in another statement than the write's, each reported there (the line
-# the fix changes); the twin, written the right way, is silent.
-WRITES_FIXED_ELSEWHERE = [
-    # Two ReLU(inplace=True) layers: the head's (line 9) writes an output nothing saved; the
-    # block's (line 21, built under an if, run from an add_module Sequential) writes the input
-    # the skip layer saved. Only the block's is made out of place.
-    pytest.param("GF004_module_called_by_attribute", 21, id="constructor-of-the-module-called"),
-    # A queue written under no_grad (line 19) that a matmul saved (line 12): cloned there.
-    pytest.param("GF004_write_into_a_saved_buffer", 12, id="clone-where-saved"),
-]
-
-
-@pytest.mark.parametrize(("case_name", "line"), WRITES_FIXED_ELSEWHERE)
-def test_an_in_place_write_is_reported_where_its_fix_goes(
-    case_name: str, line: int, tmp_path: Path
-) -> None:
-    case = CASES / case_name
-    for name in ("before.py", "twin.py"):
-        shutil.copy(case / name, tmp_path / name)
-    completed = _trace("--fix", "before.py", cwd=tmp_path)
-    assert f"before.py:{line}: GF004 fixed" in completed.stdout, completed.stdout + completed.stderr
     assert (tmp_path / "before.py").read_bytes() == (case / "after.py").read_bytes()
     completed = _trace("--format", "json", "twin.py", cwd=tmp_path)
     assert (completed.returncode, _findings(completed)) == (0, []), completed.stderr
