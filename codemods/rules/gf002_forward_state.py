@@ -101,8 +101,8 @@ def _forward_running(analysis: FileAnalysis, scope: ast.AST) -> Function | None:
         return None
     if scope.name in FORWARD_METHODS:
         return scope
-    callers = {analysis.scope_of(call) for call in analysis.index.calls_by_name.get(scope.name, [])}
     calls = analysis.index.calls_by_name.get(scope.name, [])
+    callers = {analysis.scope_of(call) for call in calls}
     if (
         scope.name == "__init__"
         or len(callers) != 1
