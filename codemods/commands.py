@@ -6,7 +6,7 @@ import errno
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -159,9 +159,11 @@ def _inputs(
     unsafe_fixes: bool | None,
     *,
     writes: bool,
+    no_cache: bool,
 ) -> Inputs:
     """What to process; `writes`: fixes will be written, so each task carries the real paths
-    they may be written under."""
+    they may be written under; unless `no_cache`, each task carries the project's result
+    cache."""
     paths = list(paths or [])
     if paths == ["-"] or (not paths and stdin_filename is not None):
         stdin_path = Path(stdin_filename or "-")
@@ -185,7 +187,8 @@ def _inputs(
     # Fixes are written only under the paths given. Nothing else needs those: a check sends
     # none to its workers (one per path given, copied into every chunk of work).
     roots = write_roots(reachable) if writes else None
-    tasks = [FileTask(path, settings.rules_for(path), roots=roots) for path in files]
+    cache = None if no_cache or not files else ResultCache.at(settings.root)
+    tasks = [FileTask(path, settings.rules_for(path), cache, roots) for path in files]
     return Inputs(settings, tasks, None, unreachable=unreachable)
 
 
@@ -199,15 +202,6 @@ def _unreachable(path: str) -> FileResult | None:
         message = f"{reason}; check the path (the other paths were processed)"
         return FileResult(Path(path), error=FileError(ErrorKind.READ, message))
     return None
-
-
-def _with_cache(inputs: Inputs, no_cache: bool) -> Inputs:
-    """The inputs with the project's result cache attached to every file, unless --no-cache."""
-    if no_cache or not inputs.tasks:
-        return inputs
-    cache = ResultCache.at(inputs.settings.root)
-    tasks = [FileTask(task.path, task.select, cache, task.roots) for task in inputs.tasks]
-    return replace(inputs, tasks=tasks)
 
 
 def _results(inputs: Inputs, mode: Mode, jobs: int | None) -> list[FileResult]:
@@ -257,8 +251,16 @@ def check(
 
     Exit status: 0 nothing found, 1 findings, 2 a usage or configuration error or a file
     that could not be processed (all other files are still checked)."""
-    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes, writes=False)
-    inputs = _with_cache(inputs, no_cache)
+    inputs = _inputs(
+        paths,
+        stdin_filename,
+        select,
+        ignore,
+        exclude,
+        unsafe_fixes,
+        writes=False,
+        no_cache=no_cache,
+    )
     unsafe = inputs.settings.unsafe_fixes
     results = _results(inputs, Mode.CHECK, jobs)
     if output_format is Format.text:
@@ -303,8 +305,16 @@ def fix(
     Exit status: 0 nothing left to report, 1 findings left (or, with --diff, changes to make;
     with --exit-non-zero-on-fix, anything fixed), 2 an error (other files are still fixed).
     With `-`, the fixed source goes to standard output."""
-    inputs = _inputs(paths, stdin_filename, select, ignore, exclude, unsafe_fixes, writes=not diff)
-    inputs = _with_cache(inputs, no_cache)
+    inputs = _inputs(
+        paths,
+        stdin_filename,
+        select,
+        ignore,
+        exclude,
+        unsafe_fixes,
+        writes=not diff,
+        no_cache=no_cache,
+    )
     unsafe = inputs.settings.unsafe_fixes
     results = _results(inputs, Mode.DIFF if diff else Mode.FIX, jobs)
     summary = output.Summary.of(results, unsafe)

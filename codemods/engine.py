@@ -20,8 +20,7 @@ import stat
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -33,6 +32,8 @@ from codemods.findings import Finding, Tier
 from codemods.workers import Budget, BudgetExceeded, pool_context
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from codemods import pipeline
 
 # Fewer files than this per worker process are not worth a worker's start-up.
@@ -394,7 +395,7 @@ def run(
         for future in futures:
             try:
                 results = future.result()
-            except BrokenProcessPool:
+            except BrokenExecutor:
                 break
             done += len(results)
             yield from results
@@ -420,6 +421,10 @@ def _pool(size: int, budget: Budget) -> Iterator[ProcessPoolExecutor]:
     """A pool of `size` workers, started with a clean import path. On a way out other than
     the end of the work (Ctrl-C, a closed generator, an error), queued work is cancelled and
     the workers are ended at once, without waiting for the files they are on."""
+    # Imported here: a rerun the cache answers whole starts no worker, and the module is a
+    # fiftieth of such a run.
+    from concurrent.futures import ProcessPoolExecutor
+
     context = pool_context()
     with workers.clean_start(context):
         executor = ProcessPoolExecutor(
@@ -533,7 +538,7 @@ def _run_isolated(
             try:
                 future = executor.submit(_process_chunk, [task], mode, unsafe_fixes, budget)
                 (result,) = future.result()
-            except BrokenProcessPool as exc:
+            except BrokenExecutor as exc:
                 message = (
                     f"the worker process died while processing this file ({exc}); the file was "
                     f"left unchanged; {REPORT_HINT}"

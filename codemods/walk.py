@@ -180,17 +180,21 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
     real_folders: dict[str, str] = {}
     for path in paths:
         try:
-            is_folder = stat.S_ISDIR(os.stat(path).st_mode)
+            # One look at the path answers both questions for all but links: folder, and link.
+            mode = os.lstat(path).st_mode
+            linked = stat.S_ISLNK(mode)
+            if linked:
+                mode = os.stat(path).st_mode
         except OSError:
             raise PathNotFoundError(f"{path}: no such file or directory") from None
-        if is_folder:
+        if stat.S_ISDIR(mode):
             real = path.resolve()
             # Exclude patterns are relative to where they were given; a directory outside
             # that place gets them relative to itself.
             rebased = [e if real.is_relative_to(e.base) else e.rebase(real) for e in excludes]
             found: Iterable[tuple[Path, str]] = _walk(path, real, _parent_gitignores(real), rebased)
         else:
-            found = [(path, _real_file_path(path, real_folders))]
+            found = [(path, _real_file_path(path, linked, real_folders))]
         for file, key in found:
             if key not in seen:
                 seen.add(key)
@@ -198,14 +202,24 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
     return files
 
 
-def _real_file_path(path: Path, real_folders: dict[str, str]) -> str:
+def _real_file_path(path: Path, linked: bool, real_folders: dict[str, str]) -> str:
     """`os.path.realpath(path)` (unlike `resolve`, fine with link loops), resolving each folder
     once: the files of one folder, named one by one on the command line, share it."""
     folder, name = os.path.split(path)
-    if name in ("", ".", "..") or os.path.islink(path):
+    if name in ("", ".", "..") or linked:
         return os.path.realpath(path)
-    folder = folder or os.curdir
-    real_folder = real_folders.get(folder)
-    if real_folder is None:
-        real_folder = real_folders[folder] = os.path.realpath(folder)
-    return os.path.join(real_folder, name)
+    return os.path.join(_real_folder(folder or os.curdir, real_folders), name)
+
+
+def _real_folder(folder: str, real_folders: dict[str, str]) -> str:
+    """`os.path.realpath(folder)`, from its parent's when the folder itself is no link: the
+    folders named on a command line share their parents, each looked at once."""
+    real = real_folders.get(folder)
+    if real is None:
+        parent, name = os.path.split(folder)
+        if name in ("", ".", "..") or not parent or os.path.islink(folder):
+            real = os.path.realpath(folder)
+        else:
+            real = os.path.join(_real_folder(parent, real_folders), name)
+        real_folders[folder] = real
+    return real
