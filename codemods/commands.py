@@ -175,13 +175,20 @@ def _inputs(
 
     paths = paths or ["."]
     settings = _settings(Path(paths[0]), select, ignore, exclude, unsafe_fixes)
-    checked = [(Path(p), _unreachable(p)) for p in paths]
-    unreachable = tuple(error for _, error in checked if error is not None)
-    reachable = [path for path, error in checked if error is None]
+    reachable = [Path(p) for p in paths]
+    unreachable: tuple[FileResult, ...] = ()
     try:
         files = python_files(reachable, settings.excludes)
-    except PathNotFoundError as exc:  # it vanished since: the run is not what was asked for
-        _fail(str(exc))
+    except PathNotFoundError:
+        # Looked at once more, one by one, only when one is missing: those are reported and
+        # the others processed.
+        checked = [(path, _unreachable(path)) for path in reachable]
+        unreachable = tuple(error for _, error in checked if error is not None)
+        reachable = [path for path, error in checked if error is None]
+        try:
+            files = python_files(reachable, settings.excludes)
+        except PathNotFoundError as exc:  # it vanished since: the run is not what was asked for
+            _fail(str(exc))
     if not files and not unreachable:
         typer.echo(f"gradfix: warning: no Python files found under {', '.join(paths)}", err=True)
     # Fixes are written only under the paths given. Nothing else needs those: a check sends
@@ -192,7 +199,7 @@ def _inputs(
     return Inputs(settings, tasks, None, unreachable=unreachable)
 
 
-def _unreachable(path: str) -> FileResult | None:
+def _unreachable(path: Path) -> FileResult | None:
     """The error for a path on the command line that does not exist (or cannot be looked at);
     None for one that can be walked."""
     try:
@@ -200,7 +207,7 @@ def _unreachable(path: str) -> FileResult | None:
     except OSError as exc:
         reason = "no such file or directory" if exc.errno == errno.ENOENT else exc.strerror
         message = f"{reason}; check the path (the other paths were processed)"
-        return FileResult(Path(path), error=FileError(ErrorKind.READ, message))
+        return FileResult(path, error=FileError(ErrorKind.READ, message))
     return None
 
 
