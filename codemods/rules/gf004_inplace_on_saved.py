@@ -81,7 +81,7 @@ from codemods.analysis.provenance import (
     evaluated_in,
     walk,
 )
-from codemods.analysis.syntax import is_false, is_true, keyword_argument
+from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
@@ -293,9 +293,8 @@ class _Checker:
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
         self._flagged = any(
-            _passes_true(call)  # type: ignore[arg-type]
-            and _flag_argument(call, analysis.qualified_name(call.func)) is not None  # type: ignore[attr-defined]
-            for call in analysis.index.of_types(ast.Call)
+            _flag_argument(call, analysis.qualified_name(call.func)) is not None
+            for call in _calls_passing_true(analysis)
         )
 
     def findings(self) -> Iterator[RuleFinding]:
@@ -335,26 +334,32 @@ class _Checker:
 
     def _call_writes(self, call: ast.Call) -> Iterator[_Write]:
         func = call.func
-        positional = _positional(call)
         if (
-            isinstance(func, ast.Attribute)
+            type(func) is ast.Attribute
             and torch_api.writes_data(func.attr)
             and self.analysis.qualified_name(func) is None
         ):
             yield _Write(call, func.value, WriteKind.METHOD, call)
-        flag = self._inplace_flag(call)
-        if flag is not None and positional:
-            yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
-        elif positional and self._shared_inplace_entry(call.func) is not None:
-            # No flag to flip: the instance is shared with every other user of the table.
-            yield _Write(call, positional[0], WriteKind.FLAG, call)
-        elif positional:
-            first = self._inplace_first_layer(call.func)
-            if first is not None:
-                yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
+        if self._flagged:  # else no call writes through a flag
+            yield from self._flag_writes(call)
         out = keyword_argument(call, "out")
         if out is not None and (self.analysis.qualified_name(func) or "").startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
+
+    def _flag_writes(self, call: ast.Call) -> Iterator[_Write]:
+        positional = _positional(call)
+        if not positional:
+            return
+        flag = self._inplace_flag(call)
+        if flag is not None:
+            yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
+        elif self._shared_inplace_entry(call.func) is not None:
+            # No flag to flip: the instance is shared with every other user of the table.
+            yield _Write(call, positional[0], WriteKind.FLAG, call)
+        else:
+            first = self._inplace_first_layer(call.func)
+            if first is not None:
+                yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
 
     def _inplace_flag(self, call: ast.Call) -> ast.Constant | None:
         """The `True` that makes this functional, or the module it calls, work in place."""
@@ -1670,12 +1675,19 @@ def _is_detach(origin: Origin) -> bool:
     )
 
 
-def _passes_true(call: ast.Call) -> bool:
-    """Whether some argument of `call` is the literal `True`, as `_flag_argument` needs:
-    ruling out the usual call spares qualifying its name."""
-    return any(is_true(arg) for arg in call.args) or any(
-        is_true(keyword.value) for keyword in call.keywords
-    )
+def _calls_passing_true(analysis: FileAnalysis) -> Iterator[ast.Call]:
+    """The calls with the literal `True` as an argument (by position or by keyword), as
+    `_flag_argument` needs: found from the file's constants, which spares looking at (and
+    qualifying the name of) every call."""
+    parents = analysis.index.parents
+    for constant in analysis.index.of_types(ast.Constant):
+        if constant.value is not True:  # type: ignore[attr-defined]
+            continue
+        holder = parents.get(constant)
+        if type(holder) is ast.keyword:
+            holder = parents.get(holder)
+        if type(holder) is ast.Call:
+            yield holder  # type: ignore[misc]
 
 
 def _flag_argument(call: ast.Call, qualified: str | None) -> ast.Constant | None:
