@@ -222,6 +222,13 @@ class Provenance:
             return None
         return self._binding(binding, self._frame(method))
 
+    def without_grad(self, node: ast.AST) -> bool:
+        """Whether `node` runs with grad disabled (under `no_grad`, or in a function decorated
+        so): every op evaluating it makes, the file's functions it calls included, is then
+        out of the graph (`Grad.FREE`), which is known before building its provenance."""
+        scope = self.analysis.scope_of(node)
+        return not (self._frame(scope).grad and self.analysis.grad_enabled(node))
+
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         return self.analysis.bindings(scope)
 

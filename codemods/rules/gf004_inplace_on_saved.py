@@ -736,6 +736,8 @@ class _Checker:
         return saved
 
     def _find_saved_inputs(self, node: ast.AST) -> Iterator[tuple[_Saver, _Alias]]:
+        if self.provenance.without_grad(node):
+            return  # its ops are out of the graph: they save nothing
         for origin, within in self._evaluated_ops(node):
             if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
                 continue
@@ -855,12 +857,23 @@ class _Checker:
         return [n for n in self._nodes(scope) if isinstance(n, (ast.Call, ast.BinOp))]
 
     def _nodes(self, scope: ScopeNode) -> list[ast.AST]:
-        """The scope's calls, operators and assignments, in source order."""
-        if not self._by_scope:
+        """The scope's calls, operators and assignments, in source order: those in its
+        stretch of the source order, less those of the functions nested in it. Only the
+        scopes that write are asked about."""
+        nodes = self._by_scope.get(scope)
+        if nodes is None:
             index = self.analysis.index
-            for node in index.of_types(ast.Call, ast.BinOp, ast.Assign):
-                self._by_scope.setdefault(self.analysis.scope_of(node), []).append(node)
-        return self._by_scope.get(scope, [])
+            position = index.start.__getitem__
+            first, last = index.start[scope], index.end[scope]
+            inside: list[ast.AST] = []
+            for kind in (ast.Call, ast.BinOp, ast.Assign):
+                of_kind = index.of_types(kind)  # in source order
+                low = bisect.bisect_left(of_kind, first, key=position)
+                inside += of_kind[low : bisect.bisect_left(of_kind, last, lo=low, key=position)]
+            inside.sort(key=position)
+            nodes = [node for node in inside if self.analysis.scope_of(node) is scope]
+            self._by_scope[scope] = nodes
+        return nodes
 
     def _backward_statements(self, scope: ScopeNode) -> list[ast.AST]:
         if scope not in self._backwards:
