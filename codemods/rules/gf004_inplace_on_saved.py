@@ -316,7 +316,7 @@ class _Checker:
 
     # -- what it detects ----------------------------------------------------------------
     def _writes(self) -> Iterator[_Write]:
-        for node in self.analysis.index.of_types(ast.AugAssign, ast.Assign, ast.Call):
+        for node in self._writing_nodes():
             kind = type(node)  # exactly one of the three
             if kind is ast.AugAssign:
                 target = node.target
@@ -331,6 +331,28 @@ class _Checker:
                         yield _Write(node, written.value, WriteKind.INDEX)
             else:
                 yield from self._call_writes(node)
+
+    def _writing_nodes(self) -> list[ast.AST]:
+        """The augmented assignments, assignments and calls that may write in place, in
+        source order. Without a call passing `inplace=True`, a call writes only as an
+        in-place method or through `out=`: those are looked up by name, not found among
+        all of the file's calls."""
+        index = self.analysis.index
+        if self._flagged:
+            return index.of_types(ast.AugAssign, ast.Assign, ast.Call)
+        calls = [
+            call
+            for name, named in index.calls_by_name.items()
+            if torch_api.writes_data(name)
+            for call in named
+        ]
+        for keyword in index.of_types(ast.keyword):
+            holder = index.parents[keyword]
+            if keyword.arg == "out" and type(holder) is ast.Call:  # type: ignore[attr-defined]
+                calls.append(holder)
+        nodes = [*index.of_types(ast.AugAssign), *index.of_types(ast.Assign), *set(calls)]
+        nodes.sort(key=index.start.__getitem__)
+        return nodes
 
     def _call_writes(self, call: ast.Call) -> Iterator[_Write]:
         func = call.func
