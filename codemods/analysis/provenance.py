@@ -182,6 +182,7 @@ class Provenance:
         self._names: dict[Origin, Binding] = {}
         self._constructors_in_progress: set[ast.AST] = set()
         self._call_sites: dict[_Function, list[CallSite] | None] = {}
+        self._statements: dict[ast.AST, ast.AST | None] = {}
         self._calls_to: dict[Origin, tuple[tuple[ast.Call, _Function], ...]] = {}
 
     # -- questions rules ask ------------------------------------------------------------
@@ -233,11 +234,15 @@ class Provenance:
         return self.analysis.bindings(scope)
 
     def statement_of(self, node: ast.AST) -> ast.AST | None:
-        """The statement of its scope's bindings that contains `node`."""
+        """The statement of its scope's bindings that contains `node` (asked again and
+        again for the same ops: remembered)."""
+        if node in self._statements:
+            return self._statements[node]
         before = self.bindings(self.analysis.scope_of(node)).before
         current: ast.AST | None = node
         while current is not None and current not in before:
             current = self.analysis.parent(current)
+        self._statements[node] = current
         return current
 
     def reaching(self, key: str, at: ast.AST) -> frozenset[Binding]:
