@@ -182,6 +182,7 @@ class Provenance:
         self._names: dict[Origin, Binding] = {}
         self._constructors_in_progress: set[ast.AST] = set()
         self._call_sites: dict[_Function, list[CallSite] | None] = {}
+        self._statements: dict[ast.AST, ast.AST | None] = {}
         self._calls_to: dict[Origin, tuple[tuple[ast.Call, _Function], ...]] = {}
 
     # -- questions rules ask ------------------------------------------------------------
@@ -222,15 +223,26 @@ class Provenance:
             return None
         return self._binding(binding, self._frame(method))
 
+    def without_grad(self, node: ast.AST) -> bool:
+        """Whether `node` runs with grad disabled (under `no_grad`, or in a function decorated
+        so): every op evaluating it makes, the file's functions it calls included, is then
+        out of the graph (`Grad.FREE`), which is known before building its provenance."""
+        scope = self.analysis.scope_of(node)
+        return not (self._frame(scope).grad and self.analysis.grad_enabled(node))
+
     def bindings(self, scope: ScopeNode) -> ScopeBindings:
         return self.analysis.bindings(scope)
 
     def statement_of(self, node: ast.AST) -> ast.AST | None:
-        """The statement of its scope's bindings that contains `node`."""
+        """The statement of its scope's bindings that contains `node` (asked again and
+        again for the same ops: remembered)."""
+        if node in self._statements:
+            return self._statements[node]
         before = self.bindings(self.analysis.scope_of(node)).before
         current: ast.AST | None = node
         while current is not None and current not in before:
             current = self.analysis.parent(current)
+        self._statements[node] = current
         return current
 
     def reaching(self, key: str, at: ast.AST) -> frozenset[Binding]:

@@ -81,7 +81,7 @@ from codemods.analysis.provenance import (
     evaluated_in,
     walk,
 )
-from codemods.analysis.syntax import is_false, is_true, keyword_argument
+from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
 from codemods.rules.base import Rewrite, Rule, RuleFinding
@@ -293,9 +293,8 @@ class _Checker:
         # working in place, a module or table entry built to. Without one, no call writes
         # through a flag, and the costly search for a call's module is skipped.
         self._flagged = any(
-            _passes_true(call)  # type: ignore[arg-type]
-            and _flag_argument(call, analysis.qualified_name(call.func)) is not None  # type: ignore[attr-defined]
-            for call in analysis.index.of_types(ast.Call)
+            _flag_argument(call, analysis.qualified_name(call.func)) is not None
+            for call in _calls_passing_true(analysis)
         )
 
     def findings(self) -> Iterator[RuleFinding]:
@@ -317,7 +316,7 @@ class _Checker:
 
     # -- what it detects ----------------------------------------------------------------
     def _writes(self) -> Iterator[_Write]:
-        for node in self.analysis.index.of_types(ast.AugAssign, ast.Assign, ast.Call):
+        for node in self._writing_nodes():
             kind = type(node)  # exactly one of the three
             if kind is ast.AugAssign:
                 target = node.target
@@ -333,28 +332,56 @@ class _Checker:
             else:
                 yield from self._call_writes(node)
 
+    def _writing_nodes(self) -> list[ast.AST]:
+        """The augmented assignments, assignments and calls that may write in place, in
+        source order. Without a call passing `inplace=True`, a call writes only as an
+        in-place method or through `out=`: those are looked up by name, not found among
+        all of the file's calls."""
+        index = self.analysis.index
+        if self._flagged:
+            return index.of_types(ast.AugAssign, ast.Assign, ast.Call)
+        calls = [
+            call
+            for name, named in index.calls_by_name.items()
+            if torch_api.writes_data(name)
+            for call in named
+        ]
+        for keyword in index.of_types(ast.keyword):
+            holder = index.parents[keyword]
+            if keyword.arg == "out" and type(holder) is ast.Call:  # type: ignore[attr-defined]
+                calls.append(holder)
+        nodes = [*index.of_types(ast.AugAssign), *index.of_types(ast.Assign), *set(calls)]
+        nodes.sort(key=index.start.__getitem__)
+        return nodes
+
     def _call_writes(self, call: ast.Call) -> Iterator[_Write]:
         func = call.func
-        positional = _positional(call)
         if (
-            isinstance(func, ast.Attribute)
+            type(func) is ast.Attribute
             and torch_api.writes_data(func.attr)
             and self.analysis.qualified_name(func) is None
         ):
             yield _Write(call, func.value, WriteKind.METHOD, call)
-        flag = self._inplace_flag(call)
-        if flag is not None and positional:
-            yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
-        elif positional and self._shared_inplace_entry(call.func) is not None:
-            # No flag to flip: the instance is shared with every other user of the table.
-            yield _Write(call, positional[0], WriteKind.FLAG, call)
-        elif positional:
-            first = self._inplace_first_layer(call.func)
-            if first is not None:
-                yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
+        if self._flagged:  # else no call writes through a flag
+            yield from self._flag_writes(call)
         out = keyword_argument(call, "out")
         if out is not None and (self.analysis.qualified_name(func) or "").startswith("torch."):
             yield _Write(call, out, WriteKind.OUT, call)
+
+    def _flag_writes(self, call: ast.Call) -> Iterator[_Write]:
+        positional = _positional(call)
+        if not positional:
+            return
+        flag = self._inplace_flag(call)
+        if flag is not None:
+            yield _Write(call, positional[0], WriteKind.FLAG, call, flag)
+        elif self._shared_inplace_entry(call.func) is not None:
+            # No flag to flip: the instance is shared with every other user of the table.
+            yield _Write(call, positional[0], WriteKind.FLAG, call)
+        else:
+            first = self._inplace_first_layer(call.func)
+            if first is not None:
+                yield _Write(call, positional[0], WriteKind.FLAG, call, None, *first)
 
     def _inplace_flag(self, call: ast.Call) -> ast.Constant | None:
         """The `True` that makes this functional, or the module it calls, work in place."""
@@ -731,6 +758,8 @@ class _Checker:
         return saved
 
     def _find_saved_inputs(self, node: ast.AST) -> Iterator[tuple[_Saver, _Alias]]:
+        if self.provenance.without_grad(node):
+            return  # its ops are out of the graph: they save nothing
         for origin, within in self._evaluated_ops(node):
             if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
                 continue
@@ -850,12 +879,23 @@ class _Checker:
         return [n for n in self._nodes(scope) if isinstance(n, (ast.Call, ast.BinOp))]
 
     def _nodes(self, scope: ScopeNode) -> list[ast.AST]:
-        """The scope's calls, operators and assignments, in source order."""
-        if not self._by_scope:
+        """The scope's calls, operators and assignments, in source order: those in its
+        stretch of the source order, less those of the functions nested in it. Only the
+        scopes that write are asked about."""
+        nodes = self._by_scope.get(scope)
+        if nodes is None:
             index = self.analysis.index
-            for node in index.of_types(ast.Call, ast.BinOp, ast.Assign):
-                self._by_scope.setdefault(self.analysis.scope_of(node), []).append(node)
-        return self._by_scope.get(scope, [])
+            position = index.start.__getitem__
+            first, last = index.start[scope], index.end[scope]
+            inside: list[ast.AST] = []
+            for kind in (ast.Call, ast.BinOp, ast.Assign):
+                of_kind = index.of_types(kind)  # in source order
+                low = bisect.bisect_left(of_kind, first, key=position)
+                inside += of_kind[low : bisect.bisect_left(of_kind, last, lo=low, key=position)]
+            inside.sort(key=position)
+            nodes = [node for node in inside if self.analysis.scope_of(node) is scope]
+            self._by_scope[scope] = nodes
+        return nodes
 
     def _backward_statements(self, scope: ScopeNode) -> list[ast.AST]:
         if scope not in self._backwards:
@@ -1670,12 +1710,19 @@ def _is_detach(origin: Origin) -> bool:
     )
 
 
-def _passes_true(call: ast.Call) -> bool:
-    """Whether some argument of `call` is the literal `True`, as `_flag_argument` needs:
-    ruling out the usual call spares qualifying its name."""
-    return any(is_true(arg) for arg in call.args) or any(
-        is_true(keyword.value) for keyword in call.keywords
-    )
+def _calls_passing_true(analysis: FileAnalysis) -> Iterator[ast.Call]:
+    """The calls with the literal `True` as an argument (by position or by keyword), as
+    `_flag_argument` needs: found from the file's constants, which spares looking at (and
+    qualifying the name of) every call."""
+    parents = analysis.index.parents
+    for constant in analysis.index.of_types(ast.Constant):
+        if constant.value is not True:  # type: ignore[attr-defined]
+            continue
+        holder = parents.get(constant)
+        if type(holder) is ast.keyword:
+            holder = parents.get(holder)
+        if type(holder) is ast.Call:
+            yield holder  # type: ignore[misc]
 
 
 def _flag_argument(call: ast.Call, qualified: str | None) -> ast.Constant | None:

@@ -60,6 +60,11 @@ class _Step:
 def step_before_backward(analysis: FileAnalysis, provenance: Provenance) -> Iterator[RuleFinding]:
     """Reports for each loss whose backward follows a step of an optimizer over a module
     its graph ran (and saved parameters of) before that step."""
+    calls = analysis.index.calls_by_name
+    if not (calls.get("step") and calls.get("backward")):
+        # Every step is a `.step(...)` call of the file and every backward a `.backward()`
+        # (`ParameterSteps.events`), made there or in a helper: without both, nothing to judge.
+        return
     finder = _Finder(analysis, provenance)
     for scope_calls in finder.calls_by_scope().values():
         yield from finder.judge_scope(scope_calls)
