@@ -846,9 +846,9 @@ class FileAnalysis:
                 if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.add(statement.name)
                     continue
-                for node in ast.walk(statement):
-                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                        names.add(node.id)
+                for node in self.descendants(statement):  # the index's slice: no `ast.walk`
+                    if type(node) is ast.Name and type(node.ctx) is ast.Store:  # type: ignore[attr-defined]
+                        names.add(node.id)  # type: ignore[attr-defined]
         known = self._class_body_names_of[info.name] = frozenset(names)
         return known
 
@@ -1059,14 +1059,24 @@ class FileAnalysis:
         whose subclasses each define `score`): what any of the file's overrides returns,
         None when the file defines none."""
         result: Value | None = None
-        for subclass in self.index.classes.values():
-            if method not in subclass.methods or class_name not in self.lineage(subclass.name):
+        for subclass in self._classes_with_method.get(method, ()):
+            if class_name not in self.lineage(subclass.name):
                 continue
             value = self._call_value(node, self.instance(subclass.name), args, grad, method)
             if value is None:
                 return None
             result = value if result is None else result.join(value)
         return result
+
+    @cached_property
+    def _classes_with_method(self) -> dict[str, list[ClassInfo]]:
+        """The file's classes that have each method (their own or inherited), in the order
+        of `index.classes`: `_overrides_value` asks for every call of a method of `self`."""
+        found: dict[str, list[ClassInfo]] = {}
+        for info in self.index.classes.values():
+            for method in info.methods:
+                found.setdefault(method, []).append(info)
+        return found
 
     def _receiver_class(self, function: Function, defining: str) -> str:
         """The class `self` has in `function`, a method of `defining`: the one subclass of the
@@ -1109,7 +1119,7 @@ class FileAnalysis:
             if init is not None and not has_star(node):
                 self._record_call(init, args[: len(node.args)])
             return self.instance(callee.cls)
-        if _entry_classes(node, callee) and method is not None:
+        if method is not None and _entry_classes(node, callee):
             result: Value | None = None
             for name in callee.classes:
                 value = self._call_value(node, self.instance(name), args, grad, method)

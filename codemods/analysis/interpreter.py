@@ -122,8 +122,9 @@ def join_envs(left: Env, right: Env) -> Env:
             joined[key] = value.join(UNKNOWN)
         elif known is not value:  # most entries are shared by both: nothing to join
             joined[key] = known.join(value)
-    for key in left.keys() - right.keys():
-        joined[key] = left[key].join(UNKNOWN)
+    if len(joined) > len(right):  # else every key of `left` is one of `right`'s
+        for key in left.keys() - right.keys():
+            joined[key] = left[key].join(UNKNOWN)
     return joined
 
 
