@@ -98,6 +98,10 @@ def super_class(func: ast.Attribute) -> str | None:
     return first.id if isinstance(first, ast.Name) else None
 
 
+def _is_self(node: ast.expr) -> bool:
+    return type(node) is ast.Name and node.id == "self"  # type: ignore[attr-defined]
+
+
 def _any_value_of(mapping: Value) -> Value:
     """What any entry of `mapping` may hold, as `d.update(mapping)` copies it."""
     return mapping.element_read() if mapping.kind is Kind.DICT else UNKNOWN
@@ -586,8 +590,10 @@ class Interpreter:
             key = f"self.{node.attr}"
             known = env.get(key)
             return known if known is not None else self.lookup_global(key)
-        base = self.value(owner, env, grad)
-        attr = node.attr
+        return self.attribute_of(self.value(owner, env, grad), node.attr, grad)
+
+    def attribute_of(self, base: Value, attr: str, grad: bool) -> Value:
+        """What `<base>.<attr>` gives, for an owner that is not `self`."""
         if base.kind is Kind.TENSOR:
             if attr in ("T", "mT", "H", "real", "imag"):
                 return self.tensor_result(base.grad, grad)
@@ -621,8 +627,9 @@ class Interpreter:
             known = self.library_call(name, node, args, grad)
             if known is not None:
                 return known
+        owner: Value | None = None  # what `x` is in `x.m(...)`, evaluated once
         if type(node.func) is ast.Attribute:
-            receiver = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
+            receiver = owner = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
             if super_class(node.func) is not None and "self" in env:  # type: ignore[arg-type]
                 # `super().__init__(net, printer)`: the analysis runs the base's method on
                 # this object (a method's `self` is of the class that defines it)
@@ -636,7 +643,12 @@ class Interpreter:
                     return local
             if receiver.kind is Kind.MODULE and node.func.attr in torch_api.MODULE_RETURNS_SELF:  # type: ignore[attr-defined]
                 return receiver  # `Net().to(device)`, unless the file's class overrides it
-        callee = self.value(node.func, env, grad)
+        if owner is None or _is_self(node.func.value):  # type: ignore[attr-defined]
+            callee = self.value(node.func, env, grad)
+        else:
+            # Not `self.value(node.func, ...)`: evaluating the owner again doubled the work
+            # at each link of a chain (`text.strip().lower().split()`).
+            callee = self.attribute_of(owner, node.func.attr, grad)  # type: ignore[attr-defined]
         if callee.kind is Kind.MODULE:
             return self.module_output(node, callee, args, grad)
         if callee.kind is Kind.PASSTHROUGH:
