@@ -88,6 +88,7 @@ class FileAnalysis:
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
+        self._passed_parameters: dict[Function, tuple[ast.arg, ...]] = {}
         # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
         self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
@@ -1089,13 +1090,16 @@ class FileAnalysis:
                 return only
         return defining
 
-    def passed_parameters(self, function: Function) -> list[ast.arg]:
+    def passed_parameters(self, function: Function) -> tuple[ast.arg, ...]:
         """The positional parameters a call's arguments fill: a method's without its `self`
-        (or `cls`), a `@staticmethod`'s all."""
-        params = list(function.args.posonlyargs) + list(function.args.args)
-        if self.class_of(function) is not None and not _is_static(function):
-            return params[1:]
-        return params
+        (or `cls`), a `@staticmethod`'s all. Remembered: the interpreter asks at every call."""
+        known = self._passed_parameters.get(function)
+        if known is None:
+            params = (*function.args.posonlyargs, *function.args.args)
+            if self.class_of(function) is not None and not _is_static(function):
+                params = params[1:]
+            known = self._passed_parameters[function] = params
+        return known
 
     def _call_value(
         self, node: ast.Call, callee: Value, args: list[Value], grad: bool, method: str | None

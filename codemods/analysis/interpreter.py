@@ -234,6 +234,8 @@ class Interpreter:
         AttributeError, unless the class body binds the name (`drop = None`)."""
         joined = join_envs(taken, other)
         for branch, missing in ((taken, other), (other, taken)):
+            if len(branch) == len(before):
+                continue  # environments only grow: the branch bound no new key
             for key in branch.keys() - missing.keys() - before.keys():
                 if key.startswith("self.") and key[5:] not in self.class_attributes:
                     joined[key] = branch[key]
@@ -418,6 +420,9 @@ class Interpreter:
     def bind(self, target: ast.expr, value: Value, env: Env, grad: bool = True) -> Env:
         """`env` after `value` is stored into `target`; `grad`: the grad mode of the store."""
         env = dict(env)
+        if type(target) is ast.Name:  # the commonest target, ahead of `target_key`'s tests
+            env[target.id] = value  # type: ignore[attr-defined]
+            return env
         key = target_key(target)
         if key is not None:
             env[key] = value
