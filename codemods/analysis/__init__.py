@@ -1029,7 +1029,7 @@ class FileAnalysis:
         info = self.class_of(function)
         params = self.passed_parameters(function)
         if info is not None and not _is_static(function):
-            receiver = (list(function.args.posonlyargs) + list(function.args.args))[:1]
+            receiver = (function.args.posonlyargs or function.args.args)[:1]
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
             for param in receiver:
@@ -1160,8 +1160,9 @@ class FileAnalysis:
         # What a method returns depends on its object's attributes too: a summary made
         # before the constructor saw its arguments is not reused after.
         key = (function, receiver, tuple(args), grad, self._class_env_version)
-        if key in self._summaries:
-            return self._summaries[key]
+        summary = self._summaries.get(key)  # one lookup: the key hashes every value in it
+        if summary is not None:
+            return summary
         if key in self._in_progress or len(self._in_progress) >= _CALL_DEPTH:
             self._truncated += 1
             return UNKNOWN
