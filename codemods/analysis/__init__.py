@@ -88,6 +88,7 @@ class FileAnalysis:
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
+        self._passed_parameters: dict[Function, tuple[ast.arg, ...]] = {}
         # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
         self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
@@ -846,9 +847,9 @@ class FileAnalysis:
                 if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.add(statement.name)
                     continue
-                for node in ast.walk(statement):
-                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                        names.add(node.id)
+                for node in self.descendants(statement):  # the index's slice: no `ast.walk`
+                    if type(node) is ast.Name and type(node.ctx) is ast.Store:  # type: ignore[attr-defined]
+                        names.add(node.id)  # type: ignore[attr-defined]
         known = self._class_body_names_of[info.name] = frozenset(names)
         return known
 
@@ -1028,7 +1029,7 @@ class FileAnalysis:
         info = self.class_of(function)
         params = self.passed_parameters(function)
         if info is not None and not _is_static(function):
-            receiver = (list(function.args.posonlyargs) + list(function.args.args))[:1]
+            receiver = (function.args.posonlyargs or function.args.args)[:1]
             kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
             for param in receiver:
@@ -1059,14 +1060,24 @@ class FileAnalysis:
         whose subclasses each define `score`): what any of the file's overrides returns,
         None when the file defines none."""
         result: Value | None = None
-        for subclass in self.index.classes.values():
-            if method not in subclass.methods or class_name not in self.lineage(subclass.name):
+        for subclass in self._classes_with_method.get(method, ()):
+            if class_name not in self.lineage(subclass.name):
                 continue
             value = self._call_value(node, self.instance(subclass.name), args, grad, method)
             if value is None:
                 return None
             result = value if result is None else result.join(value)
         return result
+
+    @cached_property
+    def _classes_with_method(self) -> dict[str, list[ClassInfo]]:
+        """The file's classes that have each method (their own or inherited), in the order
+        of `index.classes`: `_overrides_value` asks for every call of a method of `self`."""
+        found: dict[str, list[ClassInfo]] = {}
+        for info in self.index.classes.values():
+            for method in info.methods:
+                found.setdefault(method, []).append(info)
+        return found
 
     def _receiver_class(self, function: Function, defining: str) -> str:
         """The class `self` has in `function`, a method of `defining`: the one subclass of the
@@ -1079,13 +1090,16 @@ class FileAnalysis:
                 return only
         return defining
 
-    def passed_parameters(self, function: Function) -> list[ast.arg]:
+    def passed_parameters(self, function: Function) -> tuple[ast.arg, ...]:
         """The positional parameters a call's arguments fill: a method's without its `self`
-        (or `cls`), a `@staticmethod`'s all."""
-        params = list(function.args.posonlyargs) + list(function.args.args)
-        if self.class_of(function) is not None and not _is_static(function):
-            return params[1:]
-        return params
+        (or `cls`), a `@staticmethod`'s all. Remembered: the interpreter asks at every call."""
+        known = self._passed_parameters.get(function)
+        if known is None:
+            params = (*function.args.posonlyargs, *function.args.args)
+            if self.class_of(function) is not None and not _is_static(function):
+                params = params[1:]
+            known = self._passed_parameters[function] = params
+        return known
 
     def _call_value(
         self, node: ast.Call, callee: Value, args: list[Value], grad: bool, method: str | None
@@ -1109,7 +1123,7 @@ class FileAnalysis:
             if init is not None and not has_star(node):
                 self._record_call(init, args[: len(node.args)])
             return self.instance(callee.cls)
-        if _entry_classes(node, callee) and method is not None:
+        if method is not None and _entry_classes(node, callee):
             result: Value | None = None
             for name in callee.classes:
                 value = self._call_value(node, self.instance(name), args, grad, method)
@@ -1146,8 +1160,9 @@ class FileAnalysis:
         # What a method returns depends on its object's attributes too: a summary made
         # before the constructor saw its arguments is not reused after.
         key = (function, receiver, tuple(args), grad, self._class_env_version)
-        if key in self._summaries:
-            return self._summaries[key]
+        summary = self._summaries.get(key)  # one lookup: the key hashes every value in it
+        if summary is not None:
+            return summary
         if key in self._in_progress or len(self._in_progress) >= _CALL_DEPTH:
             self._truncated += 1
             return UNKNOWN

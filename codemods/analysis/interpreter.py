@@ -98,6 +98,10 @@ def super_class(func: ast.Attribute) -> str | None:
     return first.id if isinstance(first, ast.Name) else None
 
 
+def _is_self(node: ast.expr) -> bool:
+    return type(node) is ast.Name and node.id == "self"  # type: ignore[attr-defined]
+
+
 def _any_value_of(mapping: Value) -> Value:
     """What any entry of `mapping` may hold, as `d.update(mapping)` copies it."""
     return mapping.element_read() if mapping.kind is Kind.DICT else UNKNOWN
@@ -122,8 +126,9 @@ def join_envs(left: Env, right: Env) -> Env:
             joined[key] = value.join(UNKNOWN)
         elif known is not value:  # most entries are shared by both: nothing to join
             joined[key] = known.join(value)
-    for key in left.keys() - right.keys():
-        joined[key] = left[key].join(UNKNOWN)
+    if len(joined) > len(right):  # else every key of `left` is one of `right`'s
+        for key in left.keys() - right.keys():
+            joined[key] = left[key].join(UNKNOWN)
     return joined
 
 
@@ -229,6 +234,8 @@ class Interpreter:
         AttributeError, unless the class body binds the name (`drop = None`)."""
         joined = join_envs(taken, other)
         for branch, missing in ((taken, other), (other, taken)):
+            if len(branch) == len(before):
+                continue  # environments only grow: the branch bound no new key
             for key in branch.keys() - missing.keys() - before.keys():
                 if key.startswith("self.") and key[5:] not in self.class_attributes:
                     joined[key] = branch[key]
@@ -413,6 +420,9 @@ class Interpreter:
     def bind(self, target: ast.expr, value: Value, env: Env, grad: bool = True) -> Env:
         """`env` after `value` is stored into `target`; `grad`: the grad mode of the store."""
         env = dict(env)
+        if type(target) is ast.Name:  # the commonest target, ahead of `target_key`'s tests
+            env[target.id] = value  # type: ignore[attr-defined]
+            return env
         key = target_key(target)
         if key is not None:
             env[key] = value
@@ -585,8 +595,10 @@ class Interpreter:
             key = f"self.{node.attr}"
             known = env.get(key)
             return known if known is not None else self.lookup_global(key)
-        base = self.value(owner, env, grad)
-        attr = node.attr
+        return self.attribute_of(self.value(owner, env, grad), node.attr, grad)
+
+    def attribute_of(self, base: Value, attr: str, grad: bool) -> Value:
+        """What `<base>.<attr>` gives, for an owner that is not `self`."""
         if base.kind is Kind.TENSOR:
             if attr in ("T", "mT", "H", "real", "imag"):
                 return self.tensor_result(base.grad, grad)
@@ -620,8 +632,9 @@ class Interpreter:
             known = self.library_call(name, node, args, grad)
             if known is not None:
                 return known
+        owner: Value | None = None  # what `x` is in `x.m(...)`, evaluated once
         if type(node.func) is ast.Attribute:
-            receiver = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
+            receiver = owner = self.value(node.func.value, env, grad)  # type: ignore[attr-defined]
             if super_class(node.func) is not None and "self" in env:  # type: ignore[arg-type]
                 # `super().__init__(net, printer)`: the analysis runs the base's method on
                 # this object (a method's `self` is of the class that defines it)
@@ -635,7 +648,12 @@ class Interpreter:
                     return local
             if receiver.kind is Kind.MODULE and node.func.attr in torch_api.MODULE_RETURNS_SELF:  # type: ignore[attr-defined]
                 return receiver  # `Net().to(device)`, unless the file's class overrides it
-        callee = self.value(node.func, env, grad)
+        if owner is None or _is_self(node.func.value):  # type: ignore[attr-defined]
+            callee = self.value(node.func, env, grad)
+        else:
+            # Not `self.value(node.func, ...)`: evaluating the owner again doubled the work
+            # at each link of a chain (`text.strip().lower().split()`).
+            callee = self.attribute_of(owner, node.func.attr, grad)  # type: ignore[attr-defined]
         if callee.kind is Kind.MODULE:
             return self.module_output(node, callee, args, grad)
         if callee.kind is Kind.PASSTHROUGH:

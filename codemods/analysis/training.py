@@ -380,22 +380,25 @@ class TrainingSteps:
                         return True
         return False
 
-    def _callees(self, call: ast.Call, scope: ast.AST) -> list[Function]:
+    def _callees(self, call: ast.Call, scope: ast.AST) -> Sequence[Function]:
         """The file's own functions a call may run: `f(...)` a module-level function,
         `self.m(...)` a method of the enclosing class, `obj.m(...)` any method of that name
-        in the file's classes (a trainer object's `train_step`)."""
+        in the file's classes (a trainer object's `train_step`). Asked for every call in a
+        training loop: not to be changed by callers."""
         func = call.func
-        if isinstance(func, ast.Name):
-            function = self._analysis.index.functions.get(func.id)
-            return [function] if function is not None else []
-        if not isinstance(func, ast.Attribute):
-            return []
-        name = func.attr
-        if isinstance(func.value, ast.Name) and func.value.id == "self":
+        kind = type(func)
+        if kind is ast.Name:
+            function = self._analysis.index.functions.get(func.id)  # type: ignore[attr-defined]
+            return (function,) if function is not None else ()
+        if kind is not ast.Attribute:
+            return ()
+        name = func.attr  # type: ignore[attr-defined]
+        owner = func.value  # type: ignore[attr-defined]
+        if type(owner) is ast.Name and owner.id == "self":
             info = self._analysis.class_of(scope)  # type: ignore[arg-type]
             if info is not None and name in info.methods:
-                return [info.methods[name]]
-        return list(self._methods_by_name.get(name, []))
+                return (info.methods[name],)
+        return self._methods_by_name.get(name, ())
 
 
 def _takes_parameters_of(analysis: FileAnalysis, constructor: ast.Call, module: ast.expr) -> bool:

@@ -244,10 +244,7 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
                     continue  # neither a loop nor calls of a method to carry it across
                 if across_calls and not key.startswith("self."):
                     continue
-                scope = analysis.scope_of(node)
-                if (scope, key) not in facts:
-                    facts[(scope, key)] = _KeyFacts.of(analysis, scope, key)
-                carry = _carry_of(analysis, node, target, key, facts[(scope, key)])
+                carry = _carry_of(analysis, node, target, key, facts)
                 if carry is not None:
                     yield carry
 
@@ -276,6 +273,20 @@ class _KeyFacts:
                     carried.setdefault(binding.statement, []).append(read)
         return cls(reads, _stores(analysis, key, scope), carried)
 
+    @classmethod
+    def remembered(
+        cls,
+        analysis: FileAnalysis,
+        known: dict[tuple[ScopeNode, str], _KeyFacts],
+        scope: ScopeNode,
+        key: str,
+    ) -> _KeyFacts:
+        """`of`, once per scope and name, however often it is stored."""
+        facts = known.get((scope, key))
+        if facts is None:
+            facts = known[(scope, key)] = cls.of(analysis, scope, key)
+        return facts
+
 
 def _bound_names(target: ast.expr) -> set[str]:
     return {key for name in _stored_names(target) if (key := target_key(name)) is not None}
@@ -297,8 +308,10 @@ def _carry_of(
     store: ast.Assign,
     target: ast.expr,
     key: str,
-    facts: _KeyFacts,
+    known: dict[tuple[ScopeNode, str], _KeyFacts],
 ) -> _Carry | None:
+    """`known`: the facts of each scope and name computed so far; the tests that need no
+    facts come first (most stores are a constructor's `self.x = ...`)."""
     loops = analysis.enclosing_loops(store)
     if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
@@ -310,6 +323,7 @@ def _carry_of(
             analysis, store, key, training_loop
         ):
             return None  # carried by an inner loop only, re-initialised each training step
+        facts = _KeyFacts.remembered(analysis, known, scope, key)
         # Reaching bindings: the store reaches the read around the loop's back edge.
         carry_reads = [
             r
@@ -326,6 +340,7 @@ def _carry_of(
         loop = None
         if scope.name == "__init__":
             return None
+        facts = _KeyFacts.remembered(analysis, known, scope, key)
         reads, stores = facts.reads, facts.stores
         if loops:
             # Stored in a loop without a training step, carried across calls of the method:
