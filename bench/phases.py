@@ -5,16 +5,19 @@
 Runs the pipeline's steps on every N-th `.py` file under the PATHs (default: every file), in
 this process, and prints the CPU time (`time.process_time`, so other load on the machine
 counts little) of each: the text gate, the syntax check of files the gate stops, the parse
-and compile check of the others, the index, the rest of the shared analysis, and each rule.
+of the others, their index, whether their compile check is needed and the compile when it
+is, the rest of the shared analysis, and each rule.
 Compare two checkouts by running each one's copy of this script on the same files.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import gc
 import sys
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from codemods import pipeline
 from codemods.analysis import FileAnalysis, torch_api
 from codemods.analysis.index import build_index
+from codemods.analysis.refusals import compiler_may_refuse
 from codemods.rules import RULES
 from codemods.walk import python_files
 
@@ -36,6 +40,7 @@ def main() -> None:
     files = [path for path in python_files(args.paths) if path.suffix == ".py"][:: args.every]
     seconds: Counter[str] = Counter()
     clock = time.process_time
+    skipped = 0
     for path in files:
         source = path.read_bytes()
         with pipeline.collector_paused():
@@ -50,17 +55,34 @@ def main() -> None:
                 pipeline.syntax_error(source)
                 seconds["syntax check only"] += clock() - start
                 continue
-            tree, error = pipeline.checked_tree(source)
-            seconds["parse and compile check"] += clock() - start
-            if tree is None or error is not None:
-                continue
+            # `pipeline.checked_tree`'s steps, timed one by one
+            decoded = pipeline.source_text(source)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    tree = ast.parse(source)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    continue
+                seconds["parse"] += clock() - start
+                start = clock()
+                index = build_index(tree)
+                seconds["analysis: index"] += clock() - start
+                start = clock()
+                if compiler_may_refuse(tree, index, decoded):
+                    seconds["compile check: needed"] += clock() - start
+                    start = clock()
+                    try:
+                        compile(tree, "<file>", "exec", dont_inherit=True)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        continue
+                    finally:
+                        seconds["compile"] += clock() - start
+                else:
+                    seconds["compile check: needed"] += clock() - start
+                    skipped += 1
             start = clock()
-            build_index(tree)  # built again inside the analysis: timed apart, not added
-            index = clock() - start
-            start = clock()
-            analysis = FileAnalysis(tree, pipeline.source_text(source))
-            seconds["analysis: index"] += index
-            seconds["analysis: the rest"] += max(clock() - start - index, 0.0)
+            analysis = FileAnalysis(tree, decoded, index)
+            seconds["analysis: the rest"] += clock() - start
             for rule in rules:
                 start = clock()
                 list(rule.check(analysis))
@@ -68,7 +90,7 @@ def main() -> None:
             analysis.release()
         gc.collect()
     total = sum(seconds.values())
-    print(f"{len(files)} files, {total:.2f} s of CPU")
+    print(f"{len(files)} files, {total:.2f} s of CPU; {skipped} analysed files not compiled")
     for phase, spent in seconds.most_common():
         print(f"{phase:26s} {spent:7.2f} s {100 * spent / total:5.1f}%")
 

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from codemods.analysis import FileAnalysis, torch_api
+from codemods.analysis.index import Index, build_index
+from codemods.analysis.refusals import compiler_may_refuse
 from codemods.findings import Edit, Finding, Tier
 from codemods.rewrite import SourceEditor
 from codemods.rules import RULES, Rule, RuleFinding
@@ -91,13 +93,18 @@ def _process_source(
         rules = []  # nothing here can be proven graph-attached
     if not rules:
         return SourceResult(error=None if notebook else syntax_error(source))
-    tree, error = parsed_tree(source) if notebook else checked_tree(source)
+    decoded = source_text(source)
+    if notebook:
+        tree, error = parsed_tree(source)
+        index = None
+    else:
+        tree, index, error = checked_tree(source, decoded)
     if error is not None or tree is None:
         # A file Python refuses is never rewritten; one in syntax newer than the running
         # Python's, which only LibCST reads, is not analysed.
         return SourceResult(error=error)
-    analysis = FileAnalysis(tree, source_text(source))
-    del tree
+    analysis = FileAnalysis(tree, decoded, index)
+    del tree, index
     try:
         return _report(source, analysis, rules, options, notebook, round_)
     finally:
@@ -230,18 +237,26 @@ def parsed_tree(source: bytes) -> tuple[ast.Module | None, str | None]:
         return None, f"1:1: parse error: {error}"
 
 
-def checked_tree(source: bytes) -> tuple[ast.Module | None, str | None]:
-    """The file's `ast` tree, for the analysis, and `syntax_error`'s verdict, from one parse:
-    Python's compiler checks the tree its parser built, as compiling the source would, without
-    parsing it a second time. A file it refuses gets `syntax_error`'s own words."""
-    try:
-        with warnings.catch_warnings():  # the compiler's SyntaxWarnings are not ours to print
-            warnings.simplefilter("ignore")
+def checked_tree(source: bytes, text: str) -> tuple[ast.Module | None, Index | None, str | None]:
+    """The file's `ast` tree and its index, for the analysis, and `syntax_error`'s verdict,
+    from one parse (`text`: the source decoded). Python's compiler checks the tree its parser
+    built, as compiling the source would, without parsing it a second time, and only when the
+    tree holds something it could refuse (`refusals`). A file it refuses gets `syntax_error`'s
+    own words."""
+    refused = (SyntaxError, ValueError, RecursionError, MemoryError)
+    with warnings.catch_warnings():  # the parser's and compiler's warnings are not ours
+        warnings.simplefilter("ignore")
+        try:
             tree = ast.parse(source)
-            compile(tree, "<file>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None, syntax_error(source)
-    return tree, None
+        except refused:
+            return None, None, syntax_error(source)
+        index = build_index(tree)
+        try:
+            if compiler_may_refuse(tree, index, text):
+                compile(tree, "<file>", "exec", dont_inherit=True)
+        except refused:
+            return None, None, syntax_error(source)
+    return tree, index, None
 
 
 def syntax_error(source: bytes, *, top_level_await: bool = False) -> str | None:

@@ -5,10 +5,16 @@ check runs) or lets it through to the analysis (the tree is parsed and its compi
 from __future__ import annotations
 
 import ast
+import doctest
+import sys
+import sysconfig
 import warnings
+from pathlib import Path
 
 import pytest
 
+from codemods.analysis.index import build_index
+from codemods.analysis.refusals import CHECKED_PYTHON, compiler_may_refuse
 from codemods.pipeline import RunOptions, process_source
 from codemods.rules import RULES
 
@@ -49,6 +55,32 @@ COMPILE_ONLY_ERRORS = {
     "bare except not last": "try:\n    pass\nexcept:\n    pass\nexcept E:\n    pass\n",
     "irrefutable case not last": "match x:\n    case y:\n        pass\n    case 1:\n        pass\n",
     "too many nested blocks": _NESTED_BLOCKS + "    " * 21 + "pass\n",
+    "return in a class body": "def f():\n    class A:\n        return 1\n",
+    "async with in a plain function": "def f():\n    async with x:\n        pass\n",
+    "async comprehension in a plain function": "def f():\n    return [x async for x in y]\n",
+    "break in a loop's else": "for x in y:\n    pass\nelse:\n    break\n",
+    "continue in a function in a loop": "for x in y:\n    def g():\n        continue\n",
+    "starred value alone": "x = *a\n",
+    "starred loop target": "for *a in b:\n    pass\n",
+    "257 targets before a star": ", ".join(f"a{i}" for i in range(257)) + ", *rest = x\n",
+    "repeated class keyword": "class A(metaclass=M, metaclass=N):\n    pass\n",
+    "duplicate lambda parameter": "g = lambda a, *, a: a\n",
+    "walrus rebinding a comprehension variable": "y = [x := 1 for x in z]\n",
+    "match binding a name twice": "match p:\n    case (x, x):\n        pass\n",
+    "break in an except* block": (
+        "for x in y:\n    try:\n        pass\n    except* E:\n        break\n"
+    ),
+    "assignment to __debug__": "__debug__ = 1\n",
+    "__debug__ as a parameter": "def f(__debug__):\n    pass\n",
+    "__debug__ as a keyword": "f(__debug__=1)\n",
+    "__debug__ with a fullwidth letter": "__\uff44ebug__ = 1\n",
+    "7 nested try blocks with finally": "".join(
+        " " * i + "try:\n" + " " * (i + 1) + "pass\n" + " " * i + "except E:\n" for i in range(7)
+    )
+    + " " * 7
+    + "pass\n"
+    + "".join(" " * i + "finally:\n" + " " * (i + 1) + "pass\n" for i in reversed(range(7))),
+    "a with of 21 items": "with " + ", ".join(f"a{i}" for i in range(21)) + ":\n    pass\n",
 }
 
 
@@ -78,3 +110,109 @@ def test_the_analysed_prefix_passes_every_rules_text_gate() -> None:
     """Otherwise the `analysed` cases above would test the gated-out path twice."""
     result = process_source(_ANALYSED_PREFIX.encode(), RunOptions(select=frozenset(RULES)))
     assert result.error is None and result.parsed
+
+
+# The tree of a file that passes the text gate is compiled only when it holds something the
+# compiler could refuse (`analysis/refusals.py`): every error above, and every one CPython's
+# own test suite has, must be flagged; what model code is full of must not be.
+checked_python = pytest.mark.skipif(not CHECKED_PYTHON, reason="every tree is compiled here")
+
+# What model code is full of, which must not cost a compile.
+ACCEPTED = {
+    "returns in functions": "def f(x):\n    if x:\n        return 1\n    return 2\n",
+    "break and continue in loop bodies": (
+        "for x in y:\n    if x:\n        continue\n    while x:\n        break\n"
+        "else:\n    for z in y:\n        break\n"
+    ),
+    "starred calls, displays, targets": "f(*a, **k)\nb = [*a, *c]\nhead, *tail = a\nt = (*a, 1)\n",
+    "distinct keywords": "f(lr=1, momentum=0.9)\nclass A(B, metaclass=M):\n    pass\n",
+    "future annotations after a docstring": '"""Doc."""\nfrom __future__ import annotations\n',
+    "a star import at module level": "if x:\n    from m import *\n",
+    "except clauses ending in a bare one": (
+        "try:\n    pass\nexcept E:\n    pass\nexcept:\n    pass\n"
+    ),
+    "ten nested blocks": "".join(f"{' ' * i}for x in y:\n" for i in range(10)) + " " * 10 + "pass",
+}
+
+
+def _flagged(source: str) -> bool:
+    tree = ast.parse(source)
+    return compiler_may_refuse(tree, build_index(tree), source)
+
+
+def _refused(source: str) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(ast.parse(source), "<file>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError):
+            return True
+    return False
+
+
+@checked_python
+@pytest.mark.parametrize("snippet", COMPILE_ONLY_ERRORS.values(), ids=COMPILE_ONLY_ERRORS)
+def test_each_compile_only_error_makes_the_tree_compiled(snippet: str) -> None:
+    assert _flagged(snippet)
+
+
+@checked_python
+@pytest.mark.parametrize("source", ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_plain_code_is_not_compiled_again(source: str) -> None:
+    assert not _refused(source)
+    assert not _flagged(source)
+
+
+@checked_python
+def test_a_tree_deep_for_the_recursion_limit_is_compiled() -> None:
+    source = "x = " + "-" * 1_100 + "1\n"
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1_000)
+    try:
+        assert _refused(source)
+        assert _flagged(source)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert not _flagged("x = " + "-" * 200 + "1\n")  # under gradfix's limit of 20,000
+
+
+def _cpython_test_snippets() -> set[str]:
+    """Every string constant and doctest example of CPython's own test suite: its syntax tests
+    hold the code each compiler error is about."""
+    folder = Path(sysconfig.get_paths()["stdlib"]) / "test"
+    snippets: set[str] = set()
+    for path in sorted(folder.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if type(node) is ast.Constant and type(node.value) is str:
+                snippets.add(node.value)
+                if ">>>" in node.value:
+                    try:
+                        examples = doctest.DocTestParser().get_examples(node.value)
+                    except ValueError:
+                        continue
+                    snippets.update(example.source for example in examples)
+    return snippets
+
+
+@checked_python
+def test_every_refusal_in_cpythons_test_suite_is_flagged() -> None:
+    if not (Path(sysconfig.get_paths()["stdlib"]) / "test" / "test_syntax.py").exists():
+        pytest.skip("this Python was installed without its test suite")
+    refused, missed = 0, []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for snippet in _cpython_test_snippets():
+            try:
+                ast.parse(snippet)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            if _refused(snippet):
+                refused += 1
+                if not _flagged(snippet):
+                    missed.append(snippet)
+    assert refused > 200  # the suite was read
+    assert missed == []

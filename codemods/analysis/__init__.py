@@ -61,11 +61,12 @@ Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
 
 
 class FileAnalysis:
-    def __init__(self, tree: ast.Module, source: str) -> None:
+    def __init__(self, tree: ast.Module, source: str, index: Index | None = None) -> None:
+        """`index`: the tree's, when the caller built it already (the syntax check reads it)."""
         self.module = tree
         self.source: str = source
         self._lines = SourceLines(source)
-        self.index: Index = build_index(tree)
+        self.index: Index = index if index is not None else build_index(tree)
         self.aliases = import_aliases(tree)
         self._qualified: dict[ast.AST, str | None] = {}
         self.facts: dict[ScopeNode, ScopeFacts] = {}

@@ -59,6 +59,7 @@ class Index:
     calls_by_name: dict[str, list[ast.Call]] = _field(default_factory=lambda: defaultdict(list))
     # node class -> its nodes, in source order (`of_types`)
     by_type: dict[type, list[ast.AST]] = _field(default_factory=lambda: defaultdict(list))
+    depth: int = 0  # of the deepest node; the module is at 0
 
     def of_types(self, *kinds: type[ast.AST]) -> list[ast.AST]:
         """The nodes of these (concrete) classes, in source order: what a rule looking for a
@@ -207,13 +208,14 @@ class _Indexer:
         AST = ast.AST
         # (node, its parent's position, the parent's field), or (None, what was entered, "")
         # to leave a scope.
-        pending: list[tuple[ast.AST | None, int | str, str]] = [(root, -1, "")]
+        pending: list[tuple[ast.AST | None, int | str, str, int]] = [(root, -1, "", 0)]
+        deepest = 0
         pop, push, extend = pending.pop, pending.append, pending.extend
         scope_of = index.scope_of
         names_of = index.names
         scopes = self.scopes
         while pending:
-            node, parent_position, in_field = pop()
+            node, parent_position, in_field, depth = pop()
             if node is None:
                 if parent_position == "function":
                     scopes.pop()
@@ -225,6 +227,8 @@ class _Indexer:
             field_names.append(in_field)
             kind = type(node)
             by_type[kind].append(node)
+            if depth > deepest:
+                deepest = depth
             if kind is ast.Name:
                 # Every `Name` is a variable: parameters are `ast.arg`, and the names of
                 # definitions, attributes, keywords and imports are plain strings.
@@ -236,27 +240,28 @@ class _Indexer:
                 parent = order[parent_position] if parent_position >= 0 else None  # type: ignore[index,operator]
                 entered = self.enter(node, parent)
                 if entered is not None:
-                    push((None, entered, ""))
+                    push((None, entered, "", 0))
             special = _SPECIAL.get(kind)
             if special is not None:
                 found = special(node)
                 if found is not None:
                     found.reverse()
-                    extend((child, position, name) for child, name in found)  # type: ignore[misc]
+                    extend((child, position, name, depth + 1) for child, name in found)  # type: ignore[misc]
                     continue
             names = _REVERSED_FIELDS.get(kind)
             if names is None:
                 names = _REVERSED_FIELDS[kind] = tuple(reversed(_fields_of(kind)))
             # Children are pushed last first, so that they are popped in source order.
+            depth += 1
             for name in names:
                 child = getattr(node, name, None)
                 if child is None:
                     continue
                 if type(child) is list:
                     if child:
-                        extend(zip(reversed(child), repeat(position), repeat(name)))
+                        extend(zip(reversed(child), repeat(position), repeat(name), repeat(depth)))
                 elif isinstance(child, AST):
-                    push((child, position, name))
+                    push((child, position, name, depth))
         # A node's subtree ends where its last descendant's does: children come after parents.
         ends = list(range(1, len(order) + 1))
         for position in range(len(order) - 1, 0, -1):
@@ -268,6 +273,7 @@ class _Indexer:
         parents = [order[position] for position in parent_positions[1:]]
         index.parents = dict(zip(order[1:], parents, strict=True))
         index.field = dict(zip(order[1:], field_names[1:], strict=True))
+        index.depth = deepest
 
     def enter(self, node: ast.AST, parent: ast.AST | None) -> str | None:
         # `type(...) is`: nobody subclasses the ast classes, and the test runs for every node.

@@ -16,6 +16,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,13 +42,21 @@ class SourceLines:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        # offset (in `source`) where each line starts; the BOM, if the text kept one, is not
-        # part of the first line for `ast`
-        self.starts = [0] + [match.end() for match in _NEWLINE.finditer(source)]
-        if source.startswith("\ufeff"):
-            self.starts[0] = 1
-        self.ends = [match.start() for match in _NEWLINE.finditer(source)] + [len(source)]
         self._encoded: dict[int, bytes] = {}
+
+    # Found when first asked: most analysed files have no finding, and no position is asked.
+    @cached_property
+    def starts(self) -> list[int]:
+        """The offset (in `source`) where each line starts; the BOM, if the text kept one, is
+        not part of the first line for `ast`."""
+        starts = [0] + [match.end() for match in _NEWLINE.finditer(self.source)]
+        if self.source.startswith("\ufeff"):
+            starts[0] = 1
+        return starts
+
+    @cached_property
+    def ends(self) -> list[int]:
+        return [match.start() for match in _NEWLINE.finditer(self.source)] + [len(self.source)]
 
     def __len__(self) -> int:
         return len(self.starts)

@@ -52,10 +52,11 @@ def file_fixes(path: Path, observations: list[Observation]) -> FileFixes:
     """The findings of `observations` (all in `path`), each with its edit when it has one,
     and the file with the edits applied."""
     source = path.read_bytes()
-    tree, error = checked_tree(source)
+    text = source_text(source)
+    tree, index, error = checked_tree(source, text)
     if tree is None or error is not None:
         return FileFixes(path, source, [_finding(o, None, Tier.REPORT) for o in observations], None)
-    analysis = FileAnalysis(tree, source_text(source))
+    analysis = FileAnalysis(tree, text, index)
     editor = SourceEditor(analysis)
     findings: list[Finding] = []
     applied: dict[ast.AST, Rewrite] = {}

@@ -1,0 +1,207 @@
+"""Whether CPython's compiler could refuse a tree its parser accepted.
+
+A file that cannot run is reported, never analysed or rewritten. The parser finds most such
+files; the compiler finds the rest (`return` outside a function, `break` outside a loop, a
+keyword argument given twice, 21 nested blocks), and compiling a large tree costs nearly what
+parsing it did. Every error CPython 3.11's compiler raises on a tree its parser built is about
+one of the constructs below, so a tree with none of them compiles, and is not compiled again
+to learn it (tests/test_refusals.py holds one refused file per error, with CPython's own test
+suite's). Under any other Python every tree is compiled.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import unicodedata
+
+from codemods.analysis.index import Index
+
+CHECKED_PYTHON = sys.version_info[:2] == (3, 11)
+
+# Refused in some uses, and rare in model code: their presence is enough to compile.
+# (`yield`, `await`, `async for` and `async with` outside the function kinds that allow them,
+# `global` and `nonlocal` conflicts, walrus targets in comprehensions, `match` patterns that
+# bind a name twice or make later cases unreachable, `break` in an `except*` block, `async`
+# comprehensions outside async functions.)
+_RARE_RISKY = (
+    ast.Yield,
+    ast.YieldFrom,
+    ast.Await,
+    ast.AsyncFor,
+    ast.AsyncWith,
+    ast.Global,
+    ast.Nonlocal,
+    ast.NamedExpr,
+    ast.Match,
+    ast.TryStar,
+)
+# A tree deeper than a quarter of the recursion limit is compiled: the compiler checks it
+# against that limit (`RecursionError` at about the limit's depth, measured on 3.11), where
+# the parser, which built the tree, did not.
+_DEPTH_SHARE = 4
+# The compiler keeps at most 20 blocks (loops, `try`, `with` items) open in one function; a
+# body nested in more than this many is compiled. Each `try` counts 3 (its body, a handler
+# and its clean-up inside a `finally`), each `with` one per item, each loop 1.
+_MOST_BLOCKS = 10
+_UNITS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+_LOOPS = (ast.For, ast.While)
+_BLOCKS = (ast.For, ast.While, ast.Try, ast.With)
+_STARRED_LOAD_PARENTS = (ast.Call, ast.List, ast.Tuple, ast.Set)
+_STAR_TARGETS = (ast.List, ast.Tuple)
+# Features whose import the compiler accepts at the top of a file (`braces` and unknown names
+# are refused; `barry_as_FLUFL` changes what the parser accepts).
+_PLAIN_FUTURES = frozenset(
+    {
+        "nested_scopes",
+        "generators",
+        "division",
+        "absolute_import",
+        "with_statement",
+        "print_function",
+        "unicode_literals",
+        "generator_stop",
+        "annotations",
+    }
+)
+
+
+def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
+    """False only when the compiler certainly accepts `tree` (parsed from `text`)."""
+    if not CHECKED_PYTHON or index.depth > sys.getrecursionlimit() // _DEPTH_SHARE:
+        return True
+    by_type = index.by_type
+    if any(by_type.get(kind) for kind in _RARE_RISKY):
+        return True
+    return (
+        _names_debug(text)
+        or any(_misplaced_import(node, tree, index) for node in by_type.get(ast.ImportFrom, ()))  # type: ignore[arg-type]
+        or any(node.is_async for node in by_type.get(ast.comprehension, ()))  # type: ignore[attr-defined]
+        or any(_outside_function(node, index) for node in by_type.get(ast.Return, ()))
+        or any(_outside_loop(node, index) for node in by_type.get(ast.Break, ()))
+        or any(_outside_loop(node, index) for node in by_type.get(ast.Continue, ()))
+        or any(_misplaced_star(node, index) for node in by_type.get(ast.Starred, ()))  # type: ignore[arg-type]
+        or any(_bare_except_not_last(node) for node in by_type.get(ast.Try, ()))  # type: ignore[arg-type]
+        or any(_repeated_keyword(node.keywords) for node in by_type.get(ast.Call, ()))  # type: ignore[attr-defined]
+        or any(_repeated_keyword(node.keywords) for node in by_type.get(ast.ClassDef, ()))  # type: ignore[attr-defined]
+        or any(_repeated_parameter(node) for node in by_type.get(ast.arguments, ()))  # type: ignore[arg-type]
+        or _nested_too_deep(index)
+    )
+
+
+def _names_debug(text: str) -> bool:
+    """`__debug__` assigned, deleted, imported or a parameter. Identifiers are read in NFKC
+    (`__debug__` spelled with a fullwidth `d` is the same name), so a file with other
+    than ASCII is searched in that form."""
+    if text.isascii():
+        return "__debug__" in text
+    return "__debug__" in unicodedata.normalize("NFKC", text)
+
+
+def _misplaced_import(node: ast.ImportFrom, tree: ast.Module, index: Index) -> bool:
+    """`from m import *` inside a function or class; a `__future__` import the compiler does
+    not know, or that is not at the top of the file."""
+    if any(alias.name == "*" for alias in node.names) and _inside_unit(node, index):
+        return True
+    if node.module != "__future__" or node.level:
+        return False
+    if any(alias.name not in _PLAIN_FUTURES for alias in node.names):
+        return True
+    # only a docstring and other future imports may come before it, at the module's level
+    for statement in tree.body:
+        if statement is node:
+            return False
+        if type(statement) is ast.ImportFrom and statement.module == "__future__":
+            continue
+        if statement is tree.body[0] and _is_docstring(statement):
+            continue
+        return True
+    return True  # not at the module's level
+
+
+def _inside_unit(node: ast.AST, index: Index) -> bool:
+    """Whether `node` is inside a function, lambda or class."""
+    parents = index.parents
+    while (node := parents.get(node)) is not None:  # type: ignore[assignment]
+        if isinstance(node, _UNITS):
+            return type(node) is not ast.Module
+    return False
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        type(statement) is ast.Expr
+        and type(statement.value) is ast.Constant
+        and type(statement.value.value) is str
+    )
+
+
+def _outside_function(node: ast.AST, index: Index) -> bool:
+    parents = index.parents
+    while (node := parents.get(node)) is not None:
+        kind = type(node)
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            return False
+        if kind is ast.ClassDef or kind is ast.Module:
+            return True
+    return True
+
+
+def _outside_loop(node: ast.AST, index: Index) -> bool:
+    """`break` / `continue` not in a loop's body (a loop's `else` is not in the loop)."""
+    parents, fields = index.parents, index.field
+    while True:
+        parent = parents.get(node)
+        if parent is None or isinstance(parent, _UNITS):
+            return True
+        if isinstance(parent, _LOOPS) and fields[node] == "body":
+            return False
+        node = parent
+
+
+def _misplaced_star(node: ast.Starred, index: Index) -> bool:
+    """`*x` the compiler cannot place: an assignment target outside a list or tuple, a second
+    one in a target, 256 targets before it, or a starred value outside a call or a display."""
+    parent = index.parents[node]
+    if type(node.ctx) is ast.Load:
+        return not isinstance(parent, _STARRED_LOAD_PARENTS)
+    if type(node.ctx) is ast.Store and isinstance(parent, _STAR_TARGETS):
+        elements = parent.elts
+        return len(elements) > 255 or sum(type(e) is ast.Starred for e in elements) > 1
+    return True
+
+
+def _bare_except_not_last(node: ast.Try) -> bool:
+    return any(handler.type is None for handler in node.handlers[:-1])
+
+
+def _repeated_keyword(keywords: list[ast.keyword]) -> bool:
+    if len(keywords) < 2:
+        return False
+    names = [keyword.arg for keyword in keywords if keyword.arg is not None]
+    return len(set(names)) < len(names)
+
+
+def _repeated_parameter(node: ast.arguments) -> bool:
+    names = [arg.arg for arg in (*node.posonlyargs, *node.args, *node.kwonlyargs)]
+    names.extend(arg.arg for arg in (node.vararg, node.kwarg) if arg is not None)
+    return len(set(names)) < len(names)
+
+
+def _nested_too_deep(index: Index) -> bool:
+    """Whether some block sits inside more than `_MOST_BLOCKS` blocks of its function."""
+    parents, by_type = index.parents, index.by_type
+    for node in (node for kind in _BLOCKS for node in by_type.get(kind, ())):
+        blocks = 0
+        while node is not None and not isinstance(node, _UNITS):
+            kind = type(node)
+            if kind is ast.Try:
+                blocks += 3
+            elif kind is ast.With:
+                blocks += len(node.items)  # type: ignore[attr-defined]
+            elif kind is ast.For or kind is ast.While:
+                blocks += 1
+            node = parents.get(node)
+        if blocks > _MOST_BLOCKS:
+            return True
+    return False
