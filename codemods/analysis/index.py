@@ -324,17 +324,21 @@ def _inherit_methods(classes: dict[str, ClassInfo]) -> None:
     GanTrainer(BaseTrainer)` gets `BaseTrainer.__init__` unless it defines one): a call on an
     instance runs them. `class_of` still names the class that defines each method."""
     done: set[str] = set()
-
-    def resolve(name: str, seen: frozenset[str]) -> None:
-        if name in done or name in seen:
-            return
-        info = classes[name]
-        for base in info.bases:
-            if isinstance(base, ast.Name) and base.id in classes and base.id != name:
-                resolve(base.id, seen | {name})
-                for method, node in classes[base.id].methods.items():
-                    info.methods.setdefault(method, node)
-        done.add(name)
-
     for name in classes:
-        resolve(name, frozenset())
+        _inherit(name, classes, done, frozenset())
+
+
+def _inherit(
+    name: str, classes: dict[str, ClassInfo], done: set[str], seen: frozenset[str]
+) -> None:
+    # A function of the module, not a closure that calls itself: that closure would be a
+    # reference cycle holding the classes, so the whole tree, for the cyclic collector.
+    if name in done or name in seen:
+        return
+    info = classes[name]
+    for base in info.bases:
+        if isinstance(base, ast.Name) and base.id in classes and base.id != name:
+            _inherit(base.id, classes, done, seen | {name})
+            for method, node in classes[base.id].methods.items():
+                info.methods.setdefault(method, node)
+    done.add(name)
