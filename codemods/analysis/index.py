@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from itertools import repeat
 
-from codemods.analysis.imports import dotted_name
-
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
@@ -104,7 +102,6 @@ Children = list[tuple[ast.AST, str]]
 # (None: not this time, the fields' order will do).
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _SPECIAL: dict[type, Callable[[ast.AST], Children | None]] = {}
-_REVERSED_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _fields_of(kind: type) -> tuple[str, ...]:
@@ -214,6 +211,12 @@ class _Indexer:
         scope_of = index.scope_of
         names_of = index.names
         scopes = self.scopes
+        plans = _PLANS
+        # local: compared for every node
+        Name, Constant, Attribute, Call = ast.Name, ast.Constant, ast.Attribute, ast.Call
+        classes = self.classes
+        self_attributes = index.self_attributes
+        calls_by_name = index.calls_by_name
         while pending:
             node, parent_position, in_field, depth = pop()
             if node is None:
@@ -229,28 +232,42 @@ class _Indexer:
             by_type[kind].append(node)
             if depth > deepest:
                 deepest = depth
-            if kind is ast.Name:
+            if kind is Name:
                 # Every `Name` is a variable: parameters are `ast.arg`, and the names of
                 # definitions, attributes, keywords and imports are plain strings.
                 scope = scopes[-1]
                 scope_of[node] = scope
                 names_of[scope][node.id].append(node)  # type: ignore[attr-defined]
                 continue  # `ctx` is its only node, shared: nothing below
-            if kind in _ENTERED:
-                parent = order[parent_position] if parent_position >= 0 else None  # type: ignore[index,operator]
-                entered = self.enter(node, parent)
-                if entered is not None:
-                    push((None, entered, "", 0))
-            special = _SPECIAL.get(kind)
+            if kind is Constant:
+                continue  # a leaf
+            plan = plans.get(kind)
+            if plan is None:
+                plan = plans[kind] = _plan(kind)
+            names, special, entering = plan
+            if entering:
+                # `x.attr` and calls, the most frequent, here; definitions in `enter`
+                if kind is Attribute:
+                    scope_of[node] = scopes[-1]
+                    owner = classes[-1]
+                    value = node.value  # type: ignore[attr-defined]
+                    if owner is not None and type(value) is Name and value.id == "self":
+                        self_attributes[owner.name][node.attr].append(node)  # type: ignore[attr-defined]
+                elif kind is Call:
+                    callee = node.func  # type: ignore[attr-defined]
+                    if type(callee) is Name:
+                        calls_by_name[callee.id].append(node)  # type: ignore[arg-type]
+                    elif type(callee) is Attribute:
+                        calls_by_name[callee.attr].append(node)  # type: ignore[arg-type]
+                else:
+                    parent = order[parent_position] if parent_position >= 0 else None  # type: ignore[index,operator]
+                    push((None, self.enter(node, parent), "", 0))
             if special is not None:
                 found = special(node)
                 if found is not None:
                     found.reverse()
                     extend((child, position, name, depth + 1) for child, name in found)  # type: ignore[misc]
                     continue
-            names = _REVERSED_FIELDS.get(kind)
-            if names is None:
-                names = _REVERSED_FIELDS[kind] = tuple(reversed(_fields_of(kind)))
             # Children are pushed last first, so that they are popped in source order.
             depth += 1
             for name in names:
@@ -275,41 +292,35 @@ class _Indexer:
         index.field = dict(zip(order[1:], field_names[1:], strict=True))
         index.depth = deepest
 
-    def enter(self, node: ast.AST, parent: ast.AST | None) -> str | None:
-        # `type(...) is`: nobody subclasses the ast classes, and the test runs for every node.
+    def enter(self, node: ast.AST, parent: ast.AST | None) -> str:
+        """A definition: its scope (functions) or class is entered until the walk leaves it."""
         scope = self.scopes[-1]
-        kind = type(node)
-        if kind is ast.Attribute:
-            self.index.scope_of[node] = scope
-            owner = self.classes[-1]
-            if owner is not None and dotted_name(node.value) == "self":  # type: ignore[attr-defined]
-                self.index.self_attributes[owner.name][node.attr].append(node)  # type: ignore[attr-defined]
-        elif kind is ast.Call:
-            callee = node.func  # type: ignore[attr-defined]
-            if type(callee) is ast.Name:
-                self.index.calls_by_name[callee.id].append(node)  # type: ignore[arg-type]
-            elif type(callee) is ast.Attribute:
-                self.index.calls_by_name[callee.attr].append(node)  # type: ignore[arg-type]
-        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            self.index.enclosing_function[node] = scope  # type: ignore[index]
-            owner = self.classes[-1]
-            if owner is not None and parent is owner.node:  # in the class's body
-                owner.methods.setdefault(node.name, node)  # type: ignore[attr-defined,arg-type]
-                self.index.class_of[node] = owner.name  # type: ignore[index]
-            elif type(scope) is ast.Module and owner is None:
-                self.index.functions.setdefault(node.name, node)  # type: ignore[attr-defined,arg-type]
-            self.scopes.append(node)  # type: ignore[arg-type]
-            self.classes.append(owner)
-            return "function"
-        elif kind is ast.ClassDef:
+        if type(node) is ast.ClassDef:
             info = ClassInfo(node.name, node, list(node.bases))  # type: ignore[attr-defined,arg-type]
             self.index.classes.setdefault(info.name, info)
             self.classes.append(info)
             return "class"
-        return None
+        self.index.enclosing_function[node] = scope  # type: ignore[index]
+        owner = self.classes[-1]
+        if owner is not None and parent is owner.node:  # in the class's body
+            owner.methods.setdefault(node.name, node)  # type: ignore[attr-defined,arg-type]
+            self.index.class_of[node] = owner.name  # type: ignore[index]
+        elif type(scope) is ast.Module and owner is None:
+            self.index.functions.setdefault(node.name, node)  # type: ignore[attr-defined,arg-type]
+        self.scopes.append(node)  # type: ignore[arg-type]
+        self.classes.append(owner)
+        return "function"
 
 
 _ENTERED = frozenset({ast.Attribute, ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+# Per node class, what the walk does with its nodes: the fields to push (last first), the
+# function that lists interleaved children, whether `enter` records it. Looked up once per
+# node.
+_PLANS: dict[type, tuple[tuple[str, ...], Callable[[ast.AST], Children | None] | None, bool]] = {}
+
+
+def _plan(kind: type) -> tuple[tuple[str, ...], Callable[[ast.AST], Children | None] | None, bool]:
+    return tuple(reversed(_fields_of(kind))), _SPECIAL.get(kind), kind in _ENTERED
 
 
 def build_index(tree: ast.Module) -> Index:
