@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import ast
 import contextlib
+import gc
 import os
 import stat
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,7 +14,9 @@ import pytest
 from engine_fakes import chunk_that_kills_its_worker, install
 
 from codemods import engine, pipeline
+from codemods.analysis import FileAnalysis
 from codemods.engine import ErrorKind, FileTask, Mode, process_bytes, process_file, run
+from codemods.rules import RULES
 
 ALL = frozenset({"GF001", "GF002", "GF003"})
 
@@ -230,3 +235,23 @@ def test_a_run_ends_its_pool_as_a_finished_run_not_as_an_interrupted_one(
     tasks = [FileTask(path, frozenset()) for path in sorted(tmp_path.glob("*.py"))]
     results = list(engine.run_cached(tasks, Mode.CHECK, jobs=2))
     assert len(results) == 40 and ended_by == [None]
+
+
+def test_an_analysed_files_tree_is_freed_by_reference_counting() -> None:
+    """No reference cycle holds the tree or the analysis once it is released: the cyclic
+    collector would have to traverse all of it, for every file (it once did, through a
+    self-calling closure of the index)."""
+    source = (Path(__file__).resolve().parents[1] / "examples" / "train.py").read_bytes()
+    tree = ast.parse(source)
+    classes = [weakref.ref(node) for node in ast.walk(tree) if type(node) is ast.ClassDef]
+    gc.disable()
+    try:
+        analysis = FileAnalysis(tree, source.decode())
+        for rule in RULES.values():
+            list(rule.check(analysis))
+        analysis.release()
+        del analysis, tree
+        still_held = [ref for ref in classes if ref() is not None]
+    finally:
+        gc.enable()
+    assert classes and still_held == []
