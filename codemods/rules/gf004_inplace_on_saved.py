@@ -284,6 +284,7 @@ class _Checker:
         self._backwards: dict[ScopeNode, list[ast.AST]] = {}
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
+        self._cuttable: dict[ScopeNode, bool] = {}  # `_cut_exact`, per scope
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
         self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
         # Asked again for every write whose window holds the same op: remembered per op.
@@ -741,7 +742,7 @@ class _Checker:
 
     def _input_savers(self, write: _Write, alias: _Alias) -> list[_Saver]:
         savers = []
-        for node in self._candidate_savers(write):
+        for node in self._candidate_savers(write, alias):
             if not self._saved_until(node, write, alias):
                 continue
             for saver, saved in self._saved_inputs(node):
@@ -789,11 +790,12 @@ class _Checker:
         ]
         return [(origin, node) for origin in inside]
 
-    def _candidate_savers(self, write: _Write) -> list[ast.AST]:
+    def _candidate_savers(self, write: _Write, alias: _Alias | None = None) -> list[ast.AST]:
         """The ops of the write's scope that may still hold what they saved when it runs:
         those since the last backward before it, and, when it is in a loop, those after it in
         that loop (they run before it in the next iteration). A window, not the whole scope,
-        so that a long script of steps costs linear time."""
+        so that a long script of steps costs linear time. Given the written `alias`, the
+        window starts no earlier than the statement that made its storage (`_made_at`)."""
         scope = self.analysis.scope_of(write.node)
         statement = self.provenance.statement_of(write.node)
         if statement is None:
@@ -803,6 +805,8 @@ class _Checker:
         backwards = steps.backward_orders
         previous = bisect.bisect_left(backwards, last) - 1
         since = backwards[previous] if previous >= 0 else -1
+        if alias is not None:
+            since = max(since, self._made_at(scope, alias))
         low = bisect.bisect_left(steps.op_orders, since)
         high = bisect.bisect_right(steps.op_orders, last)
         candidates = steps.ops[low:high]
@@ -812,6 +816,48 @@ class _Checker:
             after = bisect.bisect_right(steps.op_orders, loop_end)
             candidates = candidates + steps.ops[high:after]
         return candidates
+
+    def _made_at(self, scope: ScopeNode, alias: _Alias) -> int:
+        """The program order of the statement of `scope` that made the alias's storage, when
+        no op of an earlier statement can have saved that storage; else -1.
+
+        Why skipping those ops is exact: an op saves a storage only if provenance reaches the
+        storage's origin from the op's inputs. In the top frame of a function, provenance
+        follows a name only to the bindings that come before its statement in program order
+        (a binding of a previous loop iteration is CARRIED, never a storage; one carried in
+        place is dropped, leaving the earlier ones), and every origin of a call it follows
+        into has the site of that call; so from an op it reaches only origins whose site's
+        statement is the op's or an earlier one, however often a loop or a caller runs the
+        statement again. Three links go elsewhere, and the window is not cut where they may:
+        `_appended` (a list's items appended later in the scope), `.detach()` (resolved
+        through the top frame of the scope it is written in, which may be this function
+        reached again by a recursive call), and module-level code (a function it calls reads
+        a global's last binding, which may come later). A storage known by name only (two
+        reads with the same reaching bindings are one storage) has no one origin to place."""
+        base = alias.base
+        if (
+            alias.storage is not base
+            or base.kind is OriginKind.UNKNOWN
+            or base.site is None
+            or not self._cut_exact(scope)
+            or self.analysis.scope_of(base.site) is not scope
+        ):
+            return -1
+        statement = self.provenance.statement_of(base.site)
+        order = self.provenance.bindings(scope).order
+        return order.get(statement, -1) if statement is not None else -1
+
+    def _cut_exact(self, scope: ScopeNode) -> bool:
+        """Whether `_made_at` may cut the window in `scope`: a function whose own code calls
+        no `append` and no `detach`."""
+        if scope not in self._cuttable:
+            calls = self.analysis.index.calls_by_name
+            self._cuttable[scope] = isinstance(scope, FUNCTION_TYPES) and not any(
+                self.analysis.scope_of(call) is scope
+                for name in ("append", "detach")
+                for call in calls.get(name, [])
+            )
+        return self._cuttable[scope]
 
     def _last_order_within(self, scope: ScopeNode, loop: Loop) -> int:
         """The program order of the last statement inside `loop`."""
