@@ -284,7 +284,7 @@ class _Checker:
         self._backwards: dict[ScopeNode, list[ast.AST]] = {}
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
-        self._cuttable: dict[ScopeNode, bool] = {}  # `_cut_exact`, per scope
+        self._link_limits: dict[ScopeNode, int | None] = {}  # `_links_back_to`, per scope
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
         self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
         # Asked again for every write whose window holds the same op: remembered per op.
@@ -828,36 +828,50 @@ class _Checker:
         place is dropped, leaving the earlier ones), and every origin of a call it follows
         into has the site of that call; so from an op it reaches only origins whose site's
         statement is the op's or an earlier one, however often a loop or a caller runs the
-        statement again. Three links go elsewhere, and the window is not cut where they may:
-        `_appended` (a list's items appended later in the scope), `.detach()` (resolved
-        through the top frame of the scope it is written in, which may be this function
-        reached again by a recursive call), and module-level code (a function it calls reads
-        a global's last binding, which may come later). A storage known by name only (two
-        reads with the same reaching bindings are one storage) has no one origin to place."""
+        statement again. Three links go elsewhere: `_appended` (a list's items, from its
+        `append` calls anywhere in the scope), `.detach()` (resolved through the top frame of
+        the scope it is written in, which may be this very function reached again by a
+        recursive call: to the detach's statement) and, in module-level code, a global's
+        last binding (read by a function it calls). So the cut is made only in a function
+        and only for a storage made after its last `append` and `detach` statements
+        (`_links_back_to`). A storage known by name only (two reads under the same reaching
+        bindings are one storage) has no one origin to place."""
         base = alias.base
         if (
             alias.storage is not base
             or base.kind is OriginKind.UNKNOWN
             or base.site is None
-            or not self._cut_exact(scope)
             or self.analysis.scope_of(base.site) is not scope
         ):
             return -1
         statement = self.provenance.statement_of(base.site)
-        order = self.provenance.bindings(scope).order
-        return order.get(statement, -1) if statement is not None else -1
+        made = self.provenance.bindings(scope).order.get(statement, -1) if statement else -1
+        limit = self._links_back_to(scope)
+        return made if limit is not None and made > limit else -1
 
-    def _cut_exact(self, scope: ScopeNode) -> bool:
-        """Whether `_made_at` may cut the window in `scope`: a function whose own code calls
-        no `append` and no `detach`."""
-        if scope not in self._cuttable:
-            calls = self.analysis.index.calls_by_name
-            self._cuttable[scope] = isinstance(scope, FUNCTION_TYPES) and not any(
-                self.analysis.scope_of(call) is scope
-                for name in ("append", "detach")
-                for call in calls.get(name, [])
-            )
-        return self._cuttable[scope]
+    def _links_back_to(self, scope: ScopeNode) -> int | None:
+        """The last program order in `scope` that provenance may reach from an earlier
+        statement (`_made_at`): that of its last statement calling `append` or `detach`, -1
+        without one; None when any order may be (module-level code, or such a call outside
+        the scope's statements)."""
+        if scope not in self._link_limits:
+            limit: int | None = None
+            if isinstance(scope, FUNCTION_TYPES):
+                order = self.provenance.bindings(scope).order
+                limit = -1
+                for name in ("append", "detach"):
+                    for call in self.analysis.index.calls_by_name.get(name, []):
+                        if self.analysis.scope_of(call) is not scope:
+                            continue
+                        statement = self.provenance.statement_of(call)
+                        if statement is None or statement not in order:
+                            limit = None
+                            break
+                        limit = max(limit, order[statement])
+                    if limit is None:
+                        break
+            self._link_limits[scope] = limit
+        return self._link_limits[scope]
 
     def _last_order_within(self, scope: ScopeNode, loop: Loop) -> int:
         """The program order of the last statement inside `loop`."""
