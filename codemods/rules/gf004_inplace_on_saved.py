@@ -835,7 +835,10 @@ class _Checker:
         last binding (read by a function it calls). So the cut is made only in a function
         and only for a storage made after its last `append` and `detach` statements
         (`_links_back_to`). A storage known by name only (two reads under the same reaching
-        bindings are one storage) has no one origin to place."""
+        bindings are one storage) has no one origin to place. Not asking about the skipped
+        ops changes only which provenance is built first, which matters only where a value
+        is defined through itself (the cycle guard then stops at the first node met again):
+        `tests/test_gf004_window.py` holds a case of each link."""
         base = alias.base
         if (
             alias.storage is not base
