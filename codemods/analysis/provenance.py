@@ -23,6 +23,7 @@ for what it cannot list (a module with parameters saves; a loss saves its input)
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import tokenize
 import weakref
@@ -184,6 +185,8 @@ class Provenance:
         self._call_sites: dict[_Function, list[CallSite] | None] = {}
         self._statements: dict[ast.AST, ast.AST | None] = {}
         self._calls_to: dict[Origin, tuple[tuple[ast.Call, _Function], ...]] = {}
+        # the source-order spans of the outermost comprehensions and lambdas, when first asked
+        self._outer_spans: tuple[list[int], list[int]] | None = None
 
     # -- questions rules ask ------------------------------------------------------------
     def of(self, expression: ast.expr) -> Origin:
@@ -622,14 +625,15 @@ class Provenance:
     def _name(self, node: ast.expr, key: str, frame: _Frame) -> Origin:
         if key in ("True", "False", "None"):
             return self._data(node, frame)
-        comprehension = _comprehension_binding(self.analysis, node, key)
-        if comprehension is not None:
-            comp_for, path = comprehension
-            iterable = self._expression(comp_for.iter, frame)
-            owner = self.analysis.parent(comp_for)  # the ListComp/SetComp/... it is a part of
-            return self._element(iterable, comp_for, owner or comp_for, path, frame)
-        if _lambda_parameter(self.analysis, node, key):
-            return self._unknown(node, frame)
+        if self._in_comprehension_or_lambda(node):  # most names are not: spared two walks
+            comprehension = _comprehension_binding(self.analysis, node, key)
+            if comprehension is not None:
+                comp_for, path = comprehension
+                iterable = self._expression(comp_for.iter, frame)
+                owner = self.analysis.parent(comp_for)  # the ListComp/SetComp/... it is part of
+                return self._element(iterable, comp_for, owner or comp_for, path, frame)
+            if _lambda_parameter(self.analysis, node, key):
+                return self._unknown(node, frame)
         statement = self._statement_in(node, frame)
         reaching = frame.bindings.reaching(key, statement) if statement is not None else None
         if reaching is None:
@@ -651,6 +655,26 @@ class Provenance:
             tag,
             lambda: self._structure(OriginKind.CHOICE, node, frame, alternatives),
         )
+
+    def _in_comprehension_or_lambda(self, node: ast.AST) -> bool:
+        """Whether `node` is inside a comprehension or a lambda, whose variables `_name` then
+        looks for: by its place in the source order, against the spans of the file's
+        outermost ones (a node's descendants are one stretch of that order)."""
+        index = self.analysis.index
+        if self._outer_spans is None:
+            starts: list[int] = []
+            ends: list[int] = []
+            for outer in index.of_types(*_COMPREHENSIONS, ast.Lambda):  # in source order
+                if not ends or index.start[outer] >= ends[-1]:  # else inside the previous
+                    starts.append(index.start[outer])
+                    ends.append(index.end[outer])
+            self._outer_spans = (starts, ends)
+        start = index.start.get(node)
+        if start is None:
+            return True  # not placed: let the walks tell
+        starts, ends = self._outer_spans
+        at = bisect.bisect_right(starts, start) - 1
+        return at >= 0 and start < ends[at]
 
     def _global(self, node: ast.expr, key: str, frame: _Frame) -> Origin:
         """A name nothing in its function binds: the module-level binding, if any."""

@@ -284,6 +284,7 @@ class _Checker:
         self._backwards: dict[ScopeNode, list[ast.AST]] = {}
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
+        self._link_limits: dict[ScopeNode, int | None] = {}  # `_links_back_to`, per scope
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
         self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
         # Asked again for every write whose window holds the same op: remembered per op.
@@ -741,7 +742,7 @@ class _Checker:
 
     def _input_savers(self, write: _Write, alias: _Alias) -> list[_Saver]:
         savers = []
-        for node in self._candidate_savers(write):
+        for node in self._candidate_savers(write, alias):
             if not self._saved_until(node, write, alias):
                 continue
             for saver, saved in self._saved_inputs(node):
@@ -789,11 +790,12 @@ class _Checker:
         ]
         return [(origin, node) for origin in inside]
 
-    def _candidate_savers(self, write: _Write) -> list[ast.AST]:
+    def _candidate_savers(self, write: _Write, alias: _Alias | None = None) -> list[ast.AST]:
         """The ops of the write's scope that may still hold what they saved when it runs:
         those since the last backward before it, and, when it is in a loop, those after it in
         that loop (they run before it in the next iteration). A window, not the whole scope,
-        so that a long script of steps costs linear time."""
+        so that a long script of steps costs linear time. Given the written `alias`, the
+        window starts no earlier than the statement that made its storage (`_made_at`)."""
         scope = self.analysis.scope_of(write.node)
         statement = self.provenance.statement_of(write.node)
         if statement is None:
@@ -803,6 +805,8 @@ class _Checker:
         backwards = steps.backward_orders
         previous = bisect.bisect_left(backwards, last) - 1
         since = backwards[previous] if previous >= 0 else -1
+        if alias is not None:
+            since = max(since, self._made_at(scope, alias))
         low = bisect.bisect_left(steps.op_orders, since)
         high = bisect.bisect_right(steps.op_orders, last)
         candidates = steps.ops[low:high]
@@ -812,6 +816,65 @@ class _Checker:
             after = bisect.bisect_right(steps.op_orders, loop_end)
             candidates = candidates + steps.ops[high:after]
         return candidates
+
+    def _made_at(self, scope: ScopeNode, alias: _Alias) -> int:
+        """The program order of the statement of `scope` that made the alias's storage, when
+        no op of an earlier statement can have saved that storage; else -1.
+
+        Why skipping those ops is exact: an op saves a storage only if provenance reaches the
+        storage's origin from the op's inputs. In the top frame of a function, provenance
+        follows a name only to the bindings that come before its statement in program order
+        (a binding of a previous loop iteration is CARRIED, never a storage; one carried in
+        place is dropped, leaving the earlier ones), and every origin of a call it follows
+        into has the site of that call; so from an op it reaches only origins whose site's
+        statement is the op's or an earlier one, however often a loop or a caller runs the
+        statement again. Three links go elsewhere: `_appended` (a list's items, from its
+        `append` calls anywhere in the scope), `.detach()` (resolved through the top frame of
+        the scope it is written in, which may be this very function reached again by a
+        recursive call: to the detach's statement) and, in module-level code, a global's
+        last binding (read by a function it calls). So the cut is made only in a function
+        and only for a storage made after its last `append` and `detach` statements
+        (`_links_back_to`). A storage known by name only (two reads under the same reaching
+        bindings are one storage) has no one origin to place. Not asking about the skipped
+        ops changes only which provenance is built first, which matters only where a value
+        is defined through itself (the cycle guard then stops at the first node met again):
+        `tests/test_gf004_window.py` holds a case of each link."""
+        base = alias.base
+        if (
+            alias.storage is not base
+            or base.kind is OriginKind.UNKNOWN
+            or base.site is None
+            or self.analysis.scope_of(base.site) is not scope
+        ):
+            return -1
+        statement = self.provenance.statement_of(base.site)
+        made = self.provenance.bindings(scope).order.get(statement, -1) if statement else -1
+        limit = self._links_back_to(scope)
+        return made if limit is not None and made > limit else -1
+
+    def _links_back_to(self, scope: ScopeNode) -> int | None:
+        """The last program order in `scope` that provenance may reach from an earlier
+        statement (`_made_at`): that of its last statement calling `append` or `detach`, -1
+        without one; None when any order may be (module-level code, or such a call outside
+        the scope's statements)."""
+        if scope not in self._link_limits:
+            limit: int | None = None
+            if isinstance(scope, FUNCTION_TYPES):
+                order = self.provenance.bindings(scope).order
+                limit = -1
+                for name in ("append", "detach"):
+                    for call in self.analysis.index.calls_by_name.get(name, []):
+                        if self.analysis.scope_of(call) is not scope:
+                            continue
+                        statement = self.provenance.statement_of(call)
+                        if statement is None or statement not in order:
+                            limit = None
+                            break
+                        limit = max(limit, order[statement])
+                    if limit is None:
+                        break
+            self._link_limits[scope] = limit
+        return self._link_limits[scope]
 
     def _last_order_within(self, scope: ScopeNode, loop: Loop) -> int:
         """The program order of the last statement inside `loop`."""
