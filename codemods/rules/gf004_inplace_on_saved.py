@@ -89,7 +89,11 @@ from codemods.rules.edits import method_call
 from codemods.rules.gf004_step_before_backward import step_before_backward
 
 _WRITE_TEXT = re.compile(r"\w_\(|[-+*/@]=|\]\s*=[^=]|inplace\s*=\s*True|\bout\s*=|ReLU\(True")
-_TORCH_TEXT = re.compile(r"\btorch\b|\bnn\.")
+_TORCH_TEXT = re.compile(r"torch\b|nn\.")  # at a word's start (`torch_api.at_word_starts`)
+# `_WRITE_TEXT`'s first part, an in-place method's call, found from its `_(` (`re` tries a
+# pattern that begins with `\w` at every word character): nearly every model file has one.
+_UNDERSCORE_CALL_TEXT = re.compile(r"_\(")
+_INPLACE_CALL_TEXT = re.compile(r"\w_\(")
 _ERROR = (
     '"one of the variables needed for gradient computation has been modified by an '
     'inplace operation"'
@@ -256,12 +260,22 @@ class InplaceOnSaved(Rule):
     )
 
     def may_apply(self, text: str) -> bool:
-        return bool((_WRITE_TEXT.search(text) or ".step(" in text) and _TORCH_TEXT.search(text))
+        torch = any(torch_api.at_word_starts(_TORCH_TEXT, text))
+        return torch and (
+            _inplace_call_in(text) or bool(_WRITE_TEXT.search(text)) or ".step(" in text
+        )
 
     def check(self, analysis: FileAnalysis) -> Iterator[RuleFinding]:
         checker = _Checker(analysis)
         yield from checker.findings()
         yield from step_before_backward(analysis, checker.provenance)
+
+
+def _inplace_call_in(text: str) -> bool:
+    return any(
+        match.start() and _INPLACE_CALL_TEXT.match(text, match.start() - 1)
+        for match in _UNDERSCORE_CALL_TEXT.finditer(text)
+    )
 
 
 @dataclass(frozen=True)
