@@ -89,6 +89,8 @@ class FileAnalysis:
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
         self._passed_parameters: dict[Function, tuple[ast.arg, ...]] = {}
+        self._calls_of_function: dict[Function, list[ast.Call]] = {}
+        self._decorations: dict[tuple[Function, str], bool] = {}
         # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
         self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
@@ -101,6 +103,8 @@ class FileAnalysis:
         # (variable, scope) -> where values stored into it go (`flows.follow_target`)
         self.variable_flows: dict[tuple[str, ScopeNode], Flow] = {}
         self._backward_by_root = self._index_backward_calls()
+        # the names some backward runs on, or on a value they hold (`out` of `out["loss"]`)
+        self._backward_names = {root.removesuffix("[]") for root in self._backward_by_root}
         self._interpret_all()
         self._interpreted = True
 
@@ -469,9 +473,9 @@ class FileAnalysis:
         return scope  # type: ignore[return-value]
 
     def class_of(self, function: ScopeNode) -> ClassInfo | None:
-        if isinstance(function, FUNCTION_TYPES) and function in self.index.class_of:
-            return self.index.classes[self.index.class_of[function]]
-        return None
+        # `index.class_of` holds methods only: no type test needed (asked at every call)
+        name = self.index.class_of.get(function)  # type: ignore[arg-type]
+        return None if name is None else self.index.classes[name]
 
     def occurrences(self, name: str, scope: ScopeNode) -> list[ast.Name]:
         return list(self.index.names[scope].get(name, []))
@@ -785,6 +789,8 @@ class FileAnalysis:
         the same block, before any rebinding of `name`. "scalar" for a plain `.backward()`
         (which only works on one-element tensors), "tensor" when a gradient is passed,
         "element" when it runs on a value `name` holds (`out["loss"].backward()`)."""
+        if name not in self._backward_names:
+            return None  # asked at every assignment: most names have no backward at all
         found = self._backward_after(name, self._backward_by_root.get(name), assignment)
         if found is None and self._backward_after(
             name, self._backward_by_root.get(f"{name}[]"), assignment
@@ -917,9 +923,10 @@ class FileAnalysis:
         ordered = self._callers_first()
         interpreted_with: dict[Function, tuple[tuple[Value, ...], bool]] = {}
         for function in ordered:
-            env, grad = self._calling_context(function)
-            self._interpret_scope(function, dict(env), grad)
-            interpreted_with[function] = (self._passed(function, env), grad)
+            grad = self._calling_grad(function)
+            passed = self._passed(function)  # before the scope runs: it may call itself
+            self._interpret_scope(function, self._parameter_env(function), grad)
+            interpreted_with[function] = (passed, grad)
         # A method called through an instance (`m(preds, target)` runs `Metric.forward`) has
         # callers the order above cannot see by name; once, it runs again with what they
         # passed, and in the grad mode they called it in, when that differs. Attributes of
@@ -928,25 +935,30 @@ class FileAnalysis:
         for function in ordered:
             if self._calls_of(function):
                 continue
-            env, grad = self._calling_context(function)
-            if (self._passed(function, env), grad) != interpreted_with[function]:
-                self._interpret_scope(function, dict(env), grad)
+            grad = self._calling_grad(function)
+            # The environment is built only to run the scope: most compare equal.
+            if (self._passed(function), grad) != interpreted_with[function]:
+                self._interpret_scope(function, self._parameter_env(function), grad)
 
-    def _passed(self, function: Function, env: Env) -> tuple[Value, ...]:
-        return tuple(env.get(param.arg, UNKNOWN) for param in self.passed_parameters(function))
+    def _passed(self, function: Function) -> tuple[Value, ...]:
+        """What `function`'s callers pass its positional parameters: the values
+        `_parameter_env` binds them to (it binds them last, so nothing overrides them)."""
+        passed = self._passed_to.get(function)
+        if passed is None:
+            return (UNKNOWN,) * len(self.passed_parameters(function))
+        return tuple(passed)
 
-    def _calling_context(self, function: Function) -> tuple[Env, bool]:
-        """What `function`'s callers pass it, and whether grad is enabled in it: not when a
-        decorator disables it, nor when every call of it runs under `no_grad` (by name, or
-        as the interpreter followed them: `with torch.no_grad(): self.metrics(logits, y)`
-        runs each metric's `forward`)."""
+    def _calling_grad(self, function: Function) -> bool:
+        """Whether grad is enabled in `function` as its callers run it: not when a decorator
+        disables it, nor when every call of it runs under `no_grad` (by name, or as the
+        interpreter followed them: `with torch.no_grad(): self.metrics(logits, y)` runs each
+        metric's `forward`)."""
         modes = self._call_grads.get(function, set())
-        grad = (
+        return (
             not self.grad_disabled_by_decorator(function)
             and not self._called_only_without_grad(function)
             and modes != {False}
         )
-        return self._parameter_env(function), grad
 
     def _called_only_without_grad(self, function: Function) -> bool:
         """Whether every call of `function` in the file runs under `no_grad` (a helper of an
@@ -1012,7 +1024,15 @@ class FileAnalysis:
     def _calls_of(self, function: Function) -> list[ast.Call]:
         """The calls that may run `function`, by name; a constructor runs on a call of its
         class or of a subclass (`Collection(metrics)`), or on a subclass's
-        `super().__init__(...)`, not on every `__init__` call of the file."""
+        `super().__init__(...)`, not on every `__init__` call of the file. Remembered: a
+        constructor's goes over every class and every `__init__` call, and the index that
+        answers never changes."""
+        known = self._calls_of_function.get(function)
+        if known is None:
+            known = self._calls_of_function[function] = self._find_calls_of(function)
+        return known
+
+    def _find_calls_of(self, function: Function) -> list[ast.Call]:
         info = self.class_of(function)
         if function.name != "__init__" or info is None:
             return self.index.calls_by_name.get(function.name, [])
@@ -1028,9 +1048,10 @@ class FileAnalysis:
         env: Env = {}
         info = self.class_of(function)
         params = self.passed_parameters(function)
-        if info is not None and not _is_static(function):
+        if info is not None and not self._decorated(function, "staticmethod"):
             receiver = (function.args.posonlyargs or function.args.args)[:1]
-            kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
+            by_class = self._decorated(function, "classmethod")
+            kind = Kind.CLASS if by_class else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
             for param in receiver:
                 env[param.arg] = self.instance(own).with_(kind=kind)
@@ -1090,13 +1111,25 @@ class FileAnalysis:
                 return only
         return defining
 
+    def _decorated(self, function: Function, decorator: str) -> bool:
+        """Whether `function` is decorated `@staticmethod` / `@classmethod`. Remembered: asked
+        for every call into a method, and the decorators never change."""
+        key = (function, decorator)
+        known = self._decorations.get(key)
+        if known is None:
+            known = self._decorations[key] = any(
+                dotted_name(d) == decorator for d in function.decorator_list
+            )
+        return known
+
     def passed_parameters(self, function: Function) -> tuple[ast.arg, ...]:
         """The positional parameters a call's arguments fill: a method's without its `self`
         (or `cls`), a `@staticmethod`'s all. Remembered: the interpreter asks at every call."""
         known = self._passed_parameters.get(function)
         if known is None:
             params = (*function.args.posonlyargs, *function.args.args)
-            if self.class_of(function) is not None and not _is_static(function):
+            static = self._decorated(function, "staticmethod")
+            if self.class_of(function) is not None and not static:
                 params = params[1:]
             known = self._passed_parameters[function] = params
         return known
@@ -1288,14 +1321,6 @@ def _is_optimizer_base(name: str | None) -> bool:
 
 def _is_autograd_function(name: str | None) -> bool:
     return name in ("torch.autograd.Function", "torch.autograd.function.Function")
-
-
-def _is_static(function: Function) -> bool:
-    return any(dotted_name(d) == "staticmethod" for d in function.decorator_list)
-
-
-def _is_classmethod(function: Function) -> bool:
-    return any(dotted_name(d) == "classmethod" for d in function.decorator_list)
 
 
 def _is_named_tuple_base(name: str | None) -> bool:
