@@ -16,6 +16,8 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import accumulate, count, repeat
+from operator import add
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,10 +45,18 @@ class SourceLines:
         self.source = source
         # offset (in `source`) where each line starts; the BOM, if the text kept one, is not
         # part of the first line for `ast`
-        self.starts = [0] + [match.end() for match in _NEWLINE.finditer(source)]
+        if "\r" in source:
+            breaks = [match.span() for match in _NEWLINE.finditer(source)]
+            self.starts = [0, *(end for _, end in breaks)]
+            self.ends = [*(start for start, _ in breaks), len(source)]
+        else:
+            # `\n` only (the common case), in C: line i ends after the lengths of lines 0..i
+            # and i line breaks; the next starts one past it. The last ends at the text's end.
+            lengths = accumulate(map(len, source.split("\n")))
+            self.ends = list(map(add, lengths, count()))
+            self.starts = [0, *map(add, self.ends[:-1], repeat(1))]
         if source.startswith("\ufeff"):
             self.starts[0] = 1
-        self.ends = [match.start() for match in _NEWLINE.finditer(source)] + [len(source)]
         self._encoded: dict[int, bytes] = {}
 
     def __len__(self) -> int:
