@@ -35,6 +35,7 @@ from codemods.analysis.interpreter import (
     backward_holder,
     backward_root,
     joined_grad,
+    rebound,
     super_class,
     target_key,
 )
@@ -981,10 +982,12 @@ class FileAnalysis:
         if info is not None:
             class_env = self._class_env.setdefault(info.name, {})
             constructor = isinstance(scope, FUNCTION_TYPES) and scope.name == "__init__"
-            for key, value in facts.final_env.items():
-                # An attribute the scope only read (a base class's, set by the base's own
-                # constructor) stays its owner's to record.
-                if key.startswith("self.") and env.get(key) is not value:
+            final_env = facts.final_env
+            # An attribute the scope only read (a base class's, set by the base's own
+            # constructor) stays its owner's to record: only keys it rebound count.
+            for key in rebound(env, final_env):
+                if key.startswith("self."):
+                    value = final_env[key]
                     known = class_env.get(key)
                     fills = known is not None and _empty_dict(known) and value.kind is Kind.DICT
                     new = value if known is None or constructor or fills else known.join(value)
@@ -1066,7 +1069,7 @@ class FileAnalysis:
         """Joins what a call passes `function` positionally into what its parameters receive;
         a parameter the call leaves to its default receives UNKNOWN."""
         count = len(self.passed_parameters(function))
-        given = [positional[i] if i < len(positional) else UNKNOWN for i in range(count)]
+        given = positional[:count] + [UNKNOWN] * (count - len(positional))
         passed = self._passed_to.get(function)
         if passed is None:
             self._passed_to[function] = given

@@ -9,9 +9,9 @@ anything it cannot follow becomes `UNKNOWN`, and rules never rewrite on `UNKNOWN
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, islice
+from itertools import chain, compress, islice
 from operator import is_not
 
 from codemods.analysis import torch_api
@@ -150,6 +150,17 @@ def join_envs(left: Env, right: Env, base: Env | None = None) -> Env:
             if key not in right:
                 joined[key] = left[key].join(UNKNOWN)
     return joined
+
+
+def rebound(before: Env, after: Env) -> Iterator[str]:
+    """The keys of `after`, an environment grown from `before`, that hold another object
+    than in `before` (new keys included), in `after`'s order. Exact as `join_envs` is: the
+    first `len(before)` keys of `after` are `before`'s, in its order."""
+    shared = len(before)
+    return chain(
+        compress(before, map(is_not, islice(after.values(), shared), before.values())),
+        islice(after, shared, None),
+    )
 
 
 @dataclass
