@@ -1039,13 +1039,31 @@ class FileAnalysis:
         info = self.class_of(function)
         if function.name != "__init__" or info is None:
             return self.index.calls_by_name.get(function.name, [])
-        subclasses = [name for name in self.index.classes if info.name in self.lineage(name)]
+        subclasses = self._lineage_members[info.name]
         calls = [call for name in subclasses for call in self.index.calls_by_name.get(name, [])]
-        for call in self.index.calls_by_name.get("__init__", []):
-            caller = self.class_of(self.scope_of(call))
-            if caller is not None and caller.name != info.name and caller.name in subclasses:
+        for call, caller in self._init_calls:
+            if caller is not None and caller != info.name and caller in subclasses:
                 calls.append(call)
         return calls
+
+    @cached_property
+    def _lineage_members(self) -> dict[str, list[str]]:
+        """Each class of the file, and the file's classes deriving from it, in the order of
+        `index.classes`: the classes whose lineage holds it, gathered in one pass rather than
+        by going over every class for each constructor."""
+        members: dict[str, list[str]] = {name: [] for name in self.index.classes}
+        for name in self.index.classes:
+            for owner in self.lineage(name):
+                members[owner].append(name)
+        return members
+
+    @cached_property
+    def _init_calls(self) -> list[tuple[ast.Call, str | None]]:
+        """Every `__init__` call of the file with the class of the method it is in (None
+        outside a class), found once for all constructors."""
+        calls = self.index.calls_by_name.get("__init__", [])
+        found = [(call, self.class_of(self.scope_of(call))) for call in calls]
+        return [(call, info.name if info is not None else None) for call, info in found]
 
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
