@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
 
 _CALL_DEPTH = 3
+_NOT_ASKED = object()  # `qualified_name`'s memo: a node not looked up yet
 # By `type(...) in`: these walks run for every question.
 _SCOPE_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Module})
 _LOOP_TYPES = frozenset(LOOP_TYPES)
@@ -92,6 +93,7 @@ class FileAnalysis:
         self._passed_parameters: dict[Function, tuple[ast.arg, ...]] = {}
         self._calls_of_function: dict[Function, list[ast.Call]] = {}
         self._decorations: dict[tuple[Function, str], bool] = {}
+        self._instance_kinds: dict[str, Kind] = {}
         # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
         self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
@@ -128,11 +130,10 @@ class FileAnalysis:
     def qualified_name(self, node: ast.AST) -> str | None:
         # Remembered by node: the interpreter asks again for each call each time it runs a
         # body, and rules and provenance ask again.
-        qualified = self._qualified
-        if node in qualified:
-            return qualified[node]
-        name = qualified[node] = qualify(node, self.aliases)
-        return name
+        name = self._qualified.get(node, _NOT_ASKED)  # one lookup: None is an answer
+        if name is _NOT_ASKED:
+            name = self._qualified[node] = qualify(node, self.aliases)
+        return name  # type: ignore[return-value]
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.index.parents.get(node)
@@ -673,10 +674,16 @@ class FileAnalysis:
         return self._derives_from(class_name, _is_named_tuple_base)
 
     def instance_kind(self, class_name: str) -> Kind:
-        """What an instance of the file's own class is: a module, an optimizer, an object."""
-        if self.is_module_class(class_name):
-            return Kind.MODULE
-        return Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
+        """What an instance of the file's own class is: a module, an optimizer, an object.
+        Remembered: asked for every instance made, and the class's bases never change."""
+        kind = self._instance_kinds.get(class_name)
+        if kind is None:
+            if self.is_module_class(class_name):
+                kind = Kind.MODULE
+            else:
+                kind = Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
+            self._instance_kinds[class_name] = kind
+        return kind
 
     def instance(self, class_name: str) -> Value:
         """An instance of the file's class `class_name`, knowing the file's classes it
@@ -1074,8 +1081,9 @@ class FileAnalysis:
             by_class = self._decorated(function, "classmethod")
             kind = Kind.CLASS if by_class else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
-            for param in receiver:
-                env[param.arg] = self.instance(own).with_(kind=kind)
+            for param in receiver:  # `instance(own)` of kind `kind`, built once
+                bases = tuple(self.lineage(own)[1:])
+                env[param.arg] = Value(Grad.FREE, kind, cls=own, bases=bases)
             for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         passed = self._passed_to.get(function)

@@ -658,7 +658,14 @@ class Interpreter:
         return UNKNOWN
 
     def call(self, node: ast.Call, env: Env, grad: bool) -> Value:
-        args = [self.value(argument, env, grad) for argument in argument_values(node)]
+        lookup = self.lookup_global
+        args = [
+            # a name, as `value` reads it, without a call (a `Value` is always true)
+            env.get(argument.id) or lookup(argument.id)  # type: ignore[attr-defined]
+            if type(argument) is ast.Name
+            else self.value(argument, env, grad)
+            for argument in argument_values(node)
+        ]
         name = self.qualify(node.func)
         if name == "collections.defaultdict":
             return self.defaultdict(node)
