@@ -35,6 +35,7 @@ from codemods.analysis.interpreter import (
     backward_holder,
     backward_root,
     joined_grad,
+    rebound,
     super_class,
     target_key,
 )
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["FileAnalysis", "Grad", "Kind", "Value"]
 
 _CALL_DEPTH = 3
+_NOT_ASKED = object()  # `qualified_name`'s memo: a node not looked up yet
 # By `type(...) in`: these walks run for every question.
 _SCOPE_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Module})
 _LOOP_TYPES = frozenset(LOOP_TYPES)
@@ -90,6 +92,9 @@ class FileAnalysis:
         self._class_body_names_of: dict[str, frozenset[str]] = {}
         self._lineages: dict[str, tuple[str, ...]] = {}
         self._passed_parameters: dict[Function, tuple[ast.arg, ...]] = {}
+        self._calls_of_function: dict[Function, list[ast.Call]] = {}
+        self._decorations: dict[tuple[Function, str], bool] = {}
+        self._instance_kinds: dict[str, Kind] = {}
         # `obj.x` read outside `obj`'s class -> the class `obj` holds an instance of
         self._holder_classes: dict[ast.Attribute, str | None] = {}
         # Asked for every call and parameter of a method: the answers never change.
@@ -102,6 +107,8 @@ class FileAnalysis:
         # (variable, scope) -> where values stored into it go (`flows.follow_target`)
         self.variable_flows: dict[tuple[str, ScopeNode], Flow] = {}
         self._backward_by_root = self._index_backward_calls()
+        # the names some backward runs on, or on a value they hold (`out` of `out["loss"]`)
+        self._backward_names = {root.removesuffix("[]") for root in self._backward_by_root}
         self._interpret_all()
         self._interpreted = True
 
@@ -124,11 +131,10 @@ class FileAnalysis:
     def qualified_name(self, node: ast.AST) -> str | None:
         # Remembered by node: the interpreter asks again for each call each time it runs a
         # body, and rules and provenance ask again.
-        qualified = self._qualified
-        if node in qualified:
-            return qualified[node]
-        name = qualified[node] = qualify(node, self.aliases)
-        return name
+        name = self._qualified.get(node, _NOT_ASKED)  # one lookup: None is an answer
+        if name is _NOT_ASKED:
+            name = self._qualified[node] = qualify(node, self.aliases)
+        return name  # type: ignore[return-value]
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.index.parents.get(node)
@@ -470,9 +476,9 @@ class FileAnalysis:
         return scope  # type: ignore[return-value]
 
     def class_of(self, function: ScopeNode) -> ClassInfo | None:
-        if isinstance(function, FUNCTION_TYPES) and function in self.index.class_of:
-            return self.index.classes[self.index.class_of[function]]
-        return None
+        # `index.class_of` holds methods only: no type test needed (asked at every call)
+        name = self.index.class_of.get(function)  # type: ignore[arg-type]
+        return None if name is None else self.index.classes[name]
 
     def occurrences(self, name: str, scope: ScopeNode) -> list[ast.Name]:
         return list(self.index.names[scope].get(name, []))
@@ -669,10 +675,16 @@ class FileAnalysis:
         return self._derives_from(class_name, _is_named_tuple_base)
 
     def instance_kind(self, class_name: str) -> Kind:
-        """What an instance of the file's own class is: a module, an optimizer, an object."""
-        if self.is_module_class(class_name):
-            return Kind.MODULE
-        return Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
+        """What an instance of the file's own class is: a module, an optimizer, an object.
+        Remembered: asked for every instance made, and the class's bases never change."""
+        kind = self._instance_kinds.get(class_name)
+        if kind is None:
+            if self.is_module_class(class_name):
+                kind = Kind.MODULE
+            else:
+                kind = Kind.OPTIMIZER if self.is_optimizer_class(class_name) else Kind.OBJECT
+            self._instance_kinds[class_name] = kind
+        return kind
 
     def instance(self, class_name: str) -> Value:
         """An instance of the file's class `class_name`, knowing the file's classes it
@@ -786,6 +798,8 @@ class FileAnalysis:
         the same block, before any rebinding of `name`. "scalar" for a plain `.backward()`
         (which only works on one-element tensors), "tensor" when a gradient is passed,
         "element" when it runs on a value `name` holds (`out["loss"].backward()`)."""
+        if name not in self._backward_names:
+            return None  # asked at every assignment: most names have no backward at all
         found = self._backward_after(name, self._backward_by_root.get(name), assignment)
         if found is None and self._backward_after(
             name, self._backward_by_root.get(f"{name}[]"), assignment
@@ -918,9 +932,10 @@ class FileAnalysis:
         ordered = self._callers_first()
         interpreted_with: dict[Function, tuple[tuple[Value, ...], bool]] = {}
         for function in ordered:
-            env, grad = self._calling_context(function)
-            self._interpret_scope(function, dict(env), grad)
-            interpreted_with[function] = (self._passed(function, env), grad)
+            grad = self._calling_grad(function)
+            passed = self._passed(function)  # before the scope runs: it may call itself
+            self._interpret_scope(function, self._parameter_env(function), grad)
+            interpreted_with[function] = (passed, grad)
         # A method called through an instance (`m(preds, target)` runs `Metric.forward`) has
         # callers the order above cannot see by name; once, it runs again with what they
         # passed, and in the grad mode they called it in, when that differs. Attributes of
@@ -929,25 +944,30 @@ class FileAnalysis:
         for function in ordered:
             if self._calls_of(function):
                 continue
-            env, grad = self._calling_context(function)
-            if (self._passed(function, env), grad) != interpreted_with[function]:
-                self._interpret_scope(function, dict(env), grad)
+            grad = self._calling_grad(function)
+            # The environment is built only to run the scope: most compare equal.
+            if (self._passed(function), grad) != interpreted_with[function]:
+                self._interpret_scope(function, self._parameter_env(function), grad)
 
-    def _passed(self, function: Function, env: Env) -> tuple[Value, ...]:
-        return tuple(env.get(param.arg, UNKNOWN) for param in self.passed_parameters(function))
+    def _passed(self, function: Function) -> tuple[Value, ...]:
+        """What `function`'s callers pass its positional parameters: the values
+        `_parameter_env` binds them to (it binds them last, so nothing overrides them)."""
+        passed = self._passed_to.get(function)
+        if passed is None:
+            return (UNKNOWN,) * len(self.passed_parameters(function))
+        return tuple(passed)
 
-    def _calling_context(self, function: Function) -> tuple[Env, bool]:
-        """What `function`'s callers pass it, and whether grad is enabled in it: not when a
-        decorator disables it, nor when every call of it runs under `no_grad` (by name, or
-        as the interpreter followed them: `with torch.no_grad(): self.metrics(logits, y)`
-        runs each metric's `forward`)."""
+    def _calling_grad(self, function: Function) -> bool:
+        """Whether grad is enabled in `function` as its callers run it: not when a decorator
+        disables it, nor when every call of it runs under `no_grad` (by name, or as the
+        interpreter followed them: `with torch.no_grad(): self.metrics(logits, y)` runs each
+        metric's `forward`)."""
         modes = self._call_grads.get(function, set())
-        grad = (
+        return (
             not self.grad_disabled_by_decorator(function)
             and not self._called_only_without_grad(function)
             and modes != {False}
         )
-        return self._parameter_env(function), grad
 
     def _called_only_without_grad(self, function: Function) -> bool:
         """Whether every call of `function` in the file runs under `no_grad` (a helper of an
@@ -970,10 +990,12 @@ class FileAnalysis:
         if info is not None:
             class_env = self._class_env.setdefault(info.name, {})
             constructor = isinstance(scope, FUNCTION_TYPES) and scope.name == "__init__"
-            for key, value in facts.final_env.items():
-                # An attribute the scope only read (a base class's, set by the base's own
-                # constructor) stays its owner's to record.
-                if key.startswith("self.") and env.get(key) is not value:
+            final_env = facts.final_env
+            # An attribute the scope only read (a base class's, set by the base's own
+            # constructor) stays its owner's to record: only keys it rebound count.
+            for key in rebound(env, final_env):
+                if key.startswith("self."):
+                    value = final_env[key]
                     known = class_env.get(key)
                     fills = known is not None and _empty_dict(known) and value.kind is Kind.DICT
                     new = value if known is None or constructor or fills else known.join(value)
@@ -1013,28 +1035,56 @@ class FileAnalysis:
     def _calls_of(self, function: Function) -> list[ast.Call]:
         """The calls that may run `function`, by name; a constructor runs on a call of its
         class or of a subclass (`Collection(metrics)`), or on a subclass's
-        `super().__init__(...)`, not on every `__init__` call of the file."""
+        `super().__init__(...)`, not on every `__init__` call of the file. Remembered: a
+        constructor's goes over every class and every `__init__` call, and the index that
+        answers never changes."""
+        known = self._calls_of_function.get(function)
+        if known is None:
+            known = self._calls_of_function[function] = self._find_calls_of(function)
+        return known
+
+    def _find_calls_of(self, function: Function) -> list[ast.Call]:
         info = self.class_of(function)
         if function.name != "__init__" or info is None:
             return self.index.calls_by_name.get(function.name, [])
-        subclasses = [name for name in self.index.classes if info.name in self.lineage(name)]
+        subclasses = self._lineage_members[info.name]
         calls = [call for name in subclasses for call in self.index.calls_by_name.get(name, [])]
-        for call in self.index.calls_by_name.get("__init__", []):
-            caller = self.class_of(self.scope_of(call))
-            if caller is not None and caller.name != info.name and caller.name in subclasses:
+        for call, caller in self._init_calls:
+            if caller is not None and caller != info.name and caller in subclasses:
                 calls.append(call)
         return calls
+
+    @cached_property
+    def _lineage_members(self) -> dict[str, list[str]]:
+        """Each class of the file, and the file's classes deriving from it, in the order of
+        `index.classes`: the classes whose lineage holds it, gathered in one pass rather than
+        by going over every class for each constructor."""
+        members: dict[str, list[str]] = {name: [] for name in self.index.classes}
+        for name in self.index.classes:
+            for owner in self.lineage(name):
+                members[owner].append(name)
+        return members
+
+    @cached_property
+    def _init_calls(self) -> list[tuple[ast.Call, str | None]]:
+        """Every `__init__` call of the file with the class of the method it is in (None
+        outside a class), found once for all constructors."""
+        calls = self.index.calls_by_name.get("__init__", [])
+        found = [(call, self.class_of(self.scope_of(call))) for call in calls]
+        return [(call, info.name if info is not None else None) for call, info in found]
 
     def _parameter_env(self, function: Function) -> Env:
         env: Env = {}
         info = self.class_of(function)
         params = self.passed_parameters(function)
-        if info is not None and not _is_static(function):
+        if info is not None and not self._decorated(function, "staticmethod"):
             receiver = (function.args.posonlyargs or function.args.args)[:1]
-            kind = Kind.CLASS if _is_classmethod(function) else self.instance_kind(info.name)
+            by_class = self._decorated(function, "classmethod")
+            kind = Kind.CLASS if by_class else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
-            for param in receiver:
-                env[param.arg] = self.instance(own).with_(kind=kind)
+            for param in receiver:  # `instance(own)` of kind `kind`, built once
+                bases = tuple(self.lineage(own)[1:])
+                env[param.arg] = Value(Grad.FREE, kind, cls=own, bases=bases)
             for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         passed = self._passed_to.get(function)
@@ -1046,7 +1096,7 @@ class FileAnalysis:
         """Joins what a call passes `function` positionally into what its parameters receive;
         a parameter the call leaves to its default receives UNKNOWN."""
         count = len(self.passed_parameters(function))
-        given = [positional[i] if i < len(positional) else UNKNOWN for i in range(count)]
+        given = positional[:count] + [UNKNOWN] * (count - len(positional))
         passed = self._passed_to.get(function)
         if passed is None:
             self._passed_to[function] = given
@@ -1091,13 +1141,25 @@ class FileAnalysis:
                 return only
         return defining
 
+    def _decorated(self, function: Function, decorator: str) -> bool:
+        """Whether `function` is decorated `@staticmethod` / `@classmethod`. Remembered: asked
+        for every call into a method, and the decorators never change."""
+        key = (function, decorator)
+        known = self._decorations.get(key)
+        if known is None:
+            known = self._decorations[key] = any(
+                dotted_name(d) == decorator for d in function.decorator_list
+            )
+        return known
+
     def passed_parameters(self, function: Function) -> tuple[ast.arg, ...]:
         """The positional parameters a call's arguments fill: a method's without its `self`
         (or `cls`), a `@staticmethod`'s all. Remembered: the interpreter asks at every call."""
         known = self._passed_parameters.get(function)
         if known is None:
             params = (*function.args.posonlyargs, *function.args.args)
-            if self.class_of(function) is not None and not _is_static(function):
+            static = self._decorated(function, "staticmethod")
+            if self.class_of(function) is not None and not static:
                 params = params[1:]
             known = self._passed_parameters[function] = params
         return known
@@ -1289,14 +1351,6 @@ def _is_optimizer_base(name: str | None) -> bool:
 
 def _is_autograd_function(name: str | None) -> bool:
     return name in ("torch.autograd.Function", "torch.autograd.function.Function")
-
-
-def _is_static(function: Function) -> bool:
-    return any(dotted_name(d) == "staticmethod" for d in function.decorator_list)
-
-
-def _is_classmethod(function: Function) -> bool:
-    return any(dotted_name(d) == "classmethod" for d in function.decorator_list)
 
 
 def _is_named_tuple_base(name: str | None) -> bool:

@@ -9,8 +9,10 @@ anything it cannot follow becomes `UNKNOWN`, and rules never rewrite on `UNKNOWN
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, islice
+from operator import is_not
 
 from codemods.analysis import torch_api
 from codemods.analysis.syntax import has_star, is_true, keyword_argument, string_value
@@ -118,18 +120,47 @@ def _argument_count(call: ast.Call) -> int:
     return len(call.args) + len(call.keywords)
 
 
-def join_envs(left: Env, right: Env) -> Env:
+def join_envs(left: Env, right: Env, base: Env | None = None) -> Env:
+    """The environment where the paths that left `left` and `right` meet. `base`: an
+    environment both grew from (`left` itself when omitted): environments only grow along a
+    path, each statement rebinding keys in place or adding keys after the others (`dict(env)`,
+    `{**env, key: value}`), so the first `len(base)` keys of both are `base`'s, in its order."""
     joined = dict(left)
-    for key, value in right.items():
-        known = joined.get(key)
-        if known is None:
-            joined[key] = value.join(UNKNOWN)
-        elif known is not value:  # most entries are shared by both: nothing to join
-            joined[key] = known.join(value)
-    if len(joined) > len(right):  # else every key of `left` is one of `right`'s
-        for key in left.keys() - right.keys():
-            joined[key] = left[key].join(UNKNOWN)
+    shared = len(left if base is None else base)
+    # The shared keys whose values differ: found by identity in C (`map(is_not, ...)`), not
+    # by a Python loop over every key, which made the module's environment (hundreds of
+    # names) cost a pass per module-level `if`. A key both paths left alone holds the same
+    # object on both, which the join would keep: skipping it is exact.
+    changed = compress(
+        left if base is None else base,
+        map(is_not, islice(left.values(), shared), islice(right.values(), shared)),
+    )
+    for key in changed:
+        joined[key] = left[key].join(right[key])
+    if len(right) > shared:  # keys `right`'s path added, in its order, as the loop adds them
+        for key in islice(right, shared, None):
+            value = right[key]
+            known = joined.get(key)
+            if known is None:
+                joined[key] = value.join(UNKNOWN)
+            elif known is not value:
+                joined[key] = known.join(value)
+    if len(left) > shared:  # keys only `left`'s path added
+        for key in islice(left, shared, None):
+            if key not in right:
+                joined[key] = left[key].join(UNKNOWN)
     return joined
+
+
+def rebound(before: Env, after: Env) -> Iterator[str]:
+    """The keys of `after`, an environment grown from `before`, that hold another object
+    than in `before` (new keys included), in `after`'s order. Exact as `join_envs` is: the
+    first `len(before)` keys of `after` are `before`'s, in its order."""
+    shared = len(before)
+    return chain(
+        compress(before, map(is_not, islice(after.values(), shared), before.values())),
+        islice(after, shared, None),
+    )
 
 
 @dataclass
@@ -232,12 +263,15 @@ class Interpreter:
         nothing bound before (`if use_ffn: self.drop = nn.Dropout(p, inplace=True)`) holds
         that branch's value wherever it is read: on the other path the read raises
         AttributeError, unless the class body binds the name (`drop = None`)."""
-        joined = join_envs(taken, other)
+        joined = join_envs(taken, other, before)
         for branch, missing in ((taken, other), (other, taken)):
-            if len(branch) == len(before):
-                continue  # environments only grow: the branch bound no new key
-            for key in branch.keys() - missing.keys() - before.keys():
-                if key.startswith("self.") and key[5:] not in self.class_attributes:
+            # environments only grow: the keys a branch added follow `before`'s
+            for key in islice(branch, len(before), None):
+                if (
+                    key not in missing
+                    and key.startswith("self.")
+                    and key[5:] not in self.class_attributes
+                ):
                     joined[key] = branch[key]
         return joined
 
@@ -624,7 +658,14 @@ class Interpreter:
         return UNKNOWN
 
     def call(self, node: ast.Call, env: Env, grad: bool) -> Value:
-        args = [self.value(argument, env, grad) for argument in argument_values(node)]
+        lookup = self.lookup_global
+        args = [
+            # a name, as `value` reads it, without a call (a `Value` is always true)
+            env.get(argument.id) or lookup(argument.id)  # type: ignore[attr-defined]
+            if type(argument) is ast.Name
+            else self.value(argument, env, grad)
+            for argument in argument_values(node)
+        ]
         name = self.qualify(node.func)
         if name == "collections.defaultdict":
             return self.defaultdict(node)

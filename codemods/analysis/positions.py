@@ -17,6 +17,8 @@ from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate, count, repeat
+from operator import add
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,17 +48,31 @@ class SourceLines:
 
     # Found when first asked: most analysed files have no finding, and no position is asked.
     @cached_property
-    def starts(self) -> list[int]:
-        """The offset (in `source`) where each line starts; the BOM, if the text kept one, is
-        not part of the first line for `ast`."""
-        starts = [0] + [match.end() for match in _NEWLINE.finditer(self.source)]
-        if self.source.startswith("\ufeff"):
+    def _breaks(self) -> tuple[list[int], list[int]]:
+        """Where each line starts and ends (offsets in `source`); the BOM, if the text kept
+        one, is not part of the first line for `ast`."""
+        source = self.source
+        if "\r" in source:
+            breaks = [match.span() for match in _NEWLINE.finditer(source)]
+            starts = [0, *(end for _, end in breaks)]
+            ends = [*(start for start, _ in breaks), len(source)]
+        else:
+            # `\n` only (the common case), in C: line i ends after the lengths of lines 0..i
+            # and i line breaks; the next starts one past it. The last ends at the text's end.
+            lengths = accumulate(map(len, source.split("\n")))
+            ends = list(map(add, lengths, count()))
+            starts = [0, *map(add, ends[:-1], repeat(1))]
+        if source.startswith("\ufeff"):
             starts[0] = 1
-        return starts
+        return starts, ends
 
-    @cached_property
+    @property
+    def starts(self) -> list[int]:
+        return self._breaks[0]
+
+    @property
     def ends(self) -> list[int]:
-        return [match.start() for match in _NEWLINE.finditer(self.source)] + [len(self.source)]
+        return self._breaks[1]
 
     def __len__(self) -> int:
         return len(self.starts)

@@ -15,9 +15,11 @@ def keyword_argument(call: ast.Call, name: str) -> ast.expr | None:
 
 def has_star(call: ast.Call) -> bool:
     """Whether `call` unpacks arguments (`f(*args)`, `f(**kwargs)`)."""
-    return any(type(arg) is ast.Starred for arg in call.args) or any(
-        keyword.arg is None for keyword in call.keywords
-    )
+    # A loop, not `any(...)` over a generator: the interpreter asks at every call.
+    for arg in call.args:
+        if type(arg) is ast.Starred:
+            return True
+    return bool(call.keywords) and any(keyword.arg is None for keyword in call.keywords)
 
 
 def is_false(node: ast.AST | None) -> bool:

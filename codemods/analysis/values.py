@@ -70,7 +70,8 @@ class Kind(Enum):
 # Values are never changed once made: `with_` makes a changed copy. Not `frozen=True`: a frozen
 # dataclass sets each field through `object.__setattr__`, which made building values (hundreds
 # of thousands for a model library's files) a noticeable share of the interpreter's time.
-@dataclass(unsafe_hash=True)
+# `__eq__` and `__hash__` are written below, over `__dict__`, not generated.
+@dataclass(eq=False)
 class Value:
     grad: Grad = Grad.UNKNOWN
     kind: Kind = Kind.UNKNOWN
@@ -108,9 +109,30 @@ class Value:
     # `xs.append(m)` under an `if`: `xs` holds `m`'s kind of value).
     empty: bool = False
 
+    # What the generated methods did, field by field, with C's comparison and hashing of a
+    # dict's values in place of two tuples built in Python: a value's `__dict__` holds
+    # exactly its fields, in their order (`__init__` sets each in turn; `with_` copies one
+    # and only replaces fields), so comparing dicts compares the same pairs, and the tuple
+    # hashed is the tuple the generated `__hash__` hashed.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Value:
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
     def join(self, other: Value) -> Value:
         if self is other or self == other:  # `==` compares every field
             return self
+        if other is UNKNOWN:
+            # A key one path bound and the other did not (the commonest join): what the
+            # general case below gives when every field of `other` is its default.
+            return Value(
+                evidence=self.evidence,
+                reduction_none=self.reduction_none,
+                attached_on_some_path=self.attached_on_some_path,
+            )
         if self.empty and other.kind is Kind.LIST:
             return other
         if other.empty and self.kind is Kind.LIST:
