@@ -68,18 +68,17 @@ def main() -> None:
                 index = build_index(tree)
                 seconds["analysis: index"] += clock() - start
                 start = clock()
-                if compiler_may_refuse(tree, index, decoded):
-                    seconds["compile check: needed"] += clock() - start
-                    start = clock()
-                    try:
+                needed = compiler_may_refuse(tree, index, decoded)
+                seconds["compile check: needed"] += clock() - start
+                skipped += not needed
+                start = clock()
+                try:
+                    if needed:
                         compile(tree, "<file>", "exec", dont_inherit=True)
-                    except (SyntaxError, ValueError, RecursionError, MemoryError):
-                        continue
-                    finally:
-                        seconds["compile"] += clock() - start
-                else:
-                    seconds["compile check: needed"] += clock() - start
-                    skipped += 1
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    continue
+                finally:
+                    seconds["compile"] += clock() - start
             start = clock()
             analysis = FileAnalysis(tree, decoded, index)
             seconds["analysis: the rest"] += clock() - start

@@ -686,13 +686,16 @@ class FileAnalysis:
             self._instance_kinds[class_name] = kind
         return kind
 
-    def instance(self, class_name: str) -> Value:
+    def instance(self, class_name: str, kind: Kind | None = None) -> Value:
         """An instance of the file's class `class_name`, knowing the file's classes it
-        derives from."""
+        derives from; `kind`: what the receiver of a method is taken for, when not its
+        class's `instance_kind` (`cls` of a classmethod)."""
         # A new object each time: `_interpret_scope` tells a rebound attribute from one only
         # read by identity (`self.conv = Conv(...)` in a subclass, as its base also does).
         bases = tuple(self.lineage(class_name)[1:])
-        return Value(Grad.FREE, self.instance_kind(class_name), cls=class_name, bases=bases)
+        if kind is None:
+            kind = self.instance_kind(class_name)
+        return Value(Grad.FREE, kind, cls=class_name, bases=bases)
 
     def _derives_from(self, class_name: str, is_base: Callable[[str | None], bool]) -> bool:
         """Whether the class, or one of the file's classes it derives from, names a base
@@ -1082,9 +1085,8 @@ class FileAnalysis:
             by_class = self._decorated(function, "classmethod")
             kind = Kind.CLASS if by_class else self.instance_kind(info.name)
             own = self._receiver_class(function, info.name)
-            for param in receiver:  # `instance(own)` of kind `kind`, built once
-                bases = tuple(self.lineage(own)[1:])
-                env[param.arg] = Value(Grad.FREE, kind, cls=own, bases=bases)
+            for param in receiver:
+                env[param.arg] = self.instance(own, kind)
             for owner in reversed(self.lineage(own)):  # a subclass's binding wins
                 env.update(self._class_env.get(owner, {}))
         passed = self._passed_to.get(function)

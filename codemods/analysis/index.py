@@ -203,8 +203,8 @@ class _Indexer:
         parent_positions: list[int] = []
         field_names: list[str] = []
         AST = ast.AST
-        # (node, its parent's position, the parent's field), or (None, what was entered, "")
-        # to leave a scope.
+        # (node, its parent's position, the parent's field, its depth), or (None, what was
+        # entered, "", 0) to leave a scope.
         pending: list[tuple[ast.AST | None, int | str, str, int]] = [(root, -1, "", 0)]
         deepest = 0
         pop, push, extend = pending.pop, pending.append, pending.extend

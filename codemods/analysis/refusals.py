@@ -5,8 +5,8 @@ files; the compiler finds the rest (`return` outside a function, `break` outside
 keyword argument given twice, 21 nested blocks), and compiling a large tree costs nearly what
 parsing it did. Every error CPython 3.11's compiler raises on a tree its parser built is about
 one of the constructs below, so a tree with none of them compiles, and is not compiled again
-to learn it (tests/test_refusals.py holds one refused file per error, with CPython's own test
-suite's). Under any other Python every tree is compiled.
+to learn it (tests/test_syntax_check.py holds one refused file per error, and checks every
+one in CPython's own test suite). Under any other Python every tree is compiled.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import ast
 import sys
 import unicodedata
 
-from codemods.analysis.index import Index
+from codemods.analysis.index import FUNCTION_TYPES, LOOP_TYPES, Index
 
 CHECKED_PYTHON = sys.version_info[:2] == (3, 11)
 
@@ -45,7 +45,6 @@ _DEPTH_SHARE = 4
 # and its clean-up inside a `finally`), each `with` one per item, each loop 1.
 _MOST_BLOCKS = 10
 _UNITS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
-_LOOPS = (ast.For, ast.While)
 _BLOCKS = (ast.For, ast.While, ast.Try, ast.With)
 _STARRED_LOAD_PARENTS = (ast.Call, ast.List, ast.Tuple, ast.Set)
 _STAR_TARGETS = (ast.List, ast.Tuple)
@@ -77,7 +76,10 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
         _names_debug(text)
         or any(_misplaced_import(node, tree, index) for node in by_type.get(ast.ImportFrom, ()))  # type: ignore[arg-type]
         or any(node.is_async for node in by_type.get(ast.comprehension, ()))  # type: ignore[attr-defined]
-        or any(_outside_function(node, index) for node in by_type.get(ast.Return, ()))
+        or any(
+            not isinstance(_unit_of(node, index), FUNCTION_TYPES)
+            for node in by_type.get(ast.Return, ())
+        )
         or any(_outside_loop(node, index) for node in by_type.get(ast.Break, ()))
         or any(_outside_loop(node, index) for node in by_type.get(ast.Continue, ()))
         or any(_misplaced_star(node, index) for node in by_type.get(ast.Starred, ()))  # type: ignore[arg-type]
@@ -101,7 +103,10 @@ def _names_debug(text: str) -> bool:
 def _misplaced_import(node: ast.ImportFrom, tree: ast.Module, index: Index) -> bool:
     """`from m import *` inside a function or class; a `__future__` import the compiler does
     not know, or that is not at the top of the file."""
-    if any(alias.name == "*" for alias in node.names) and _inside_unit(node, index):
+    if (
+        any(alias.name == "*" for alias in node.names)
+        and type(_unit_of(node, index)) is not ast.Module
+    ):
         return True
     if node.module != "__future__" or node.level:
         return False
@@ -119,13 +124,14 @@ def _misplaced_import(node: ast.ImportFrom, tree: ast.Module, index: Index) -> b
     return True  # not at the module's level
 
 
-def _inside_unit(node: ast.AST, index: Index) -> bool:
-    """Whether `node` is inside a function, lambda or class."""
+def _unit_of(node: ast.AST, index: Index) -> ast.AST:
+    """The function, lambda, class or module whose code `node` compiles into: every node but
+    the module has a parent, and the chain ends at the module."""
     parents = index.parents
-    while (node := parents.get(node)) is not None:  # type: ignore[assignment]
-        if isinstance(node, _UNITS):
-            return type(node) is not ast.Module
-    return False
+    node = parents[node]
+    while not isinstance(node, _UNITS):
+        node = parents[node]
+    return node
 
 
 def _is_docstring(statement: ast.stmt) -> bool:
@@ -136,17 +142,6 @@ def _is_docstring(statement: ast.stmt) -> bool:
     )
 
 
-def _outside_function(node: ast.AST, index: Index) -> bool:
-    parents = index.parents
-    while (node := parents.get(node)) is not None:
-        kind = type(node)
-        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            return False
-        if kind is ast.ClassDef or kind is ast.Module:
-            return True
-    return True
-
-
 def _outside_loop(node: ast.AST, index: Index) -> bool:
     """`break` / `continue` not in a loop's body (a loop's `else` is not in the loop)."""
     parents, fields = index.parents, index.field
@@ -154,7 +149,7 @@ def _outside_loop(node: ast.AST, index: Index) -> bool:
         parent = parents.get(node)
         if parent is None or isinstance(parent, _UNITS):
             return True
-        if isinstance(parent, _LOOPS) and fields[node] == "body":
+        if isinstance(parent, LOOP_TYPES) and fields[node] == "body":
             return False
         node = parent
 

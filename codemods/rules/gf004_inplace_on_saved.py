@@ -299,6 +299,7 @@ class _Checker:
         self._steps: dict[ScopeNode, _ScopeSteps] = {}
         self._loop_ends: dict[Loop, int] = {}
         self._link_limits: dict[ScopeNode, int | None] = {}  # `_links_back_to`, per scope
+        self._linking: dict[ScopeNode, list[ast.Call]] | None = None  # `_linking_calls`
         self._letting_go: set[ast.AST] = set()  # writes whose callers are being checked
         self._first_layers: dict[ast.Call, tuple[ast.Call, bool] | None] = {}
         # Asked again for every write whose window holds the same op: remembered per op.
@@ -876,19 +877,24 @@ class _Checker:
             if isinstance(scope, FUNCTION_TYPES):
                 order = self.provenance.bindings(scope).order
                 limit = -1
-                for name in ("append", "detach"):
-                    for call in self.analysis.index.calls_by_name.get(name, []):
-                        if self.analysis.scope_of(call) is not scope:
-                            continue
-                        statement = self.provenance.statement_of(call)
-                        if statement is None or statement not in order:
-                            limit = None
-                            break
-                        limit = max(limit, order[statement])
-                    if limit is None:
+                for call in self._linking_calls().get(scope, ()):
+                    statement = self.provenance.statement_of(call)
+                    if statement is None or statement not in order:
+                        limit = None
                         break
+                    limit = max(limit, order[statement])
             self._link_limits[scope] = limit
         return self._link_limits[scope]
+
+    def _linking_calls(self) -> dict[ScopeNode, list[ast.Call]]:
+        """The file's `append` and `detach` calls by scope, found once: asking each scope to
+        scan every such call of the file would be quadratic in the file's length."""
+        if self._linking is None:
+            self._linking = {}
+            for name in ("append", "detach"):
+                for call in self.analysis.index.calls_by_name.get(name, []):
+                    self._linking.setdefault(self.analysis.scope_of(call), []).append(call)
+        return self._linking
 
     def _last_order_within(self, scope: ScopeNode, loop: Loop) -> int:
         """The program order of the last statement inside `loop`."""
