@@ -87,6 +87,12 @@ class FileAnalysis:
         self._summaries: dict[tuple[object, ...], Value] = {}
         self._in_progress: set[tuple[object, ...]] = set()
         self._truncated = 0  # calls answered UNKNOWN for depth or recursion
+        # Bumped whenever anything a run reads that a run can change does change: what calls
+        # passed, their grad modes and receivers, summaries, class attributes, scope facts.
+        self._state_version = 0
+        # A run cut short by the depth limit or a cycle, by its call, the calls in progress
+        # around it and the state version it started and ended at (`_call_value`).
+        self._cut_short: dict[tuple[object, ...], Value] = {}
         self._class_env: dict[str, Env] = {}
         self._class_env_version = 0  # bumped whenever an attribute's known value changes
         self._class_body_names_of: dict[str, frozenset[str]] = {}
@@ -931,6 +937,7 @@ class FileAnalysis:
         self._passed_to.clear()
         self._call_grads.clear()
         self._receiver_classes.clear()
+        self._state_version += 1
         self._interpret_scope(self.module, {}, True)
         ordered = self._callers_first()
         interpreted_with: dict[Function, tuple[tuple[Value, ...], bool]] = {}
@@ -986,6 +993,7 @@ class FileAnalysis:
         interpreter = self._interpreter(scope, grad)
         facts = interpreter.run(scope.body, env)
         self.facts[scope] = facts
+        self._state_version += 1  # the module's facts are what later runs read of globals
         self._env_before.update(facts.env_before)
         self._grad_enabled.update(facts.grad_enabled)
         self._loop_entry.update(facts.loop_entry)
@@ -1005,6 +1013,7 @@ class FileAnalysis:
                     if new != known:
                         class_env[key] = new
                         self._class_env_version += 1
+                        self._state_version += 1
 
     def _callers_first(self) -> list[Function]:
         """Functions ordered so that, cycles aside, every caller comes before its callees;
@@ -1102,9 +1111,12 @@ class FileAnalysis:
         passed = self._passed_to.get(function)
         if passed is None:
             self._passed_to[function] = given
+            self._state_version += 1
         else:
             joined = [old.join(new) for old, new in zip(passed, given, strict=True)]
-            self._passed_to[function] = joined
+            if joined != passed:
+                self._passed_to[function] = joined
+                self._state_version += 1
 
     def _overrides_value(
         self, node: ast.Call, class_name: str, args: list[Value], grad: bool, method: str
@@ -1217,9 +1229,15 @@ class FileAnalysis:
             return None
         positional = args[: len(node.args)]
         self._record_call(function, positional)
-        self._call_grads.setdefault(function, set()).add(grad)
+        grads = self._call_grads.setdefault(function, set())
+        if grad not in grads:
+            grads.add(grad)
+            self._state_version += 1
         if receiver is not None and self.class_of(function) is not None:
-            self._receiver_classes.setdefault(function, set()).add(receiver.cls)
+            classes = self._receiver_classes.setdefault(function, set())
+            if receiver.cls not in classes:
+                classes.add(receiver.cls)
+                self._state_version += 1
         if receiver is None and len(args) == 1 and function.name in self.detaching_helpers:
             return detached_value(args[0])  # whatever it is given, it hands back no graph
         # What a method returns depends on its object's attributes too: a summary made
@@ -1231,7 +1249,17 @@ class FileAnalysis:
         if key in self._in_progress or len(self._in_progress) >= _CALL_DEPTH:
             self._truncated += 1
             return UNKNOWN
+        # A run is a function of its call, the calls in progress (where it is cut short) and
+        # the state it reads. A cut-short run that changed no state, asked again in the same
+        # state (a loop's next pass, the other branch), gives the same answer: it is not run
+        # again (`_format_py_obj` of a test helper calls itself in loops).
+        context = (key, frozenset(self._in_progress), self._state_version)
+        cut_short = self._cut_short.get(context)
+        if cut_short is not None:
+            self._truncated += 1  # still cut short: the caller's answer is not complete
+            return cut_short
         truncated_before = self._truncated
+        state_before = self._state_version
         self._in_progress.add(key)
         try:
             env = self._parameter_env(function)
@@ -1250,6 +1278,9 @@ class FileAnalysis:
             # Only a complete answer is kept: one cut short by the depth limit (or a cycle)
             # would stand for the same call made from a shallower caller.
             self._summaries[key] = result
+            self._state_version += 1
+        elif self._state_version == state_before:
+            self._cut_short[context] = result
         return result
 
 
