@@ -66,6 +66,14 @@ COMPILE_ONLY_ERRORS = {
     "repeated class keyword": "class A(metaclass=M, metaclass=N):\n    pass\n",
     "duplicate lambda parameter": "g = lambda a, *, a: a\n",
     "walrus rebinding a comprehension variable": "y = [x := 1 for x in z]\n",
+    "walrus in a comprehension in a class body": "class A:\n    y = [(z := 1) for x in w]\n",
+    "walrus in a comprehension's iterable": "y = [x for x in (z := w)]\n",
+    "inner loop rebinding a walrus target": "y = [i for i in w if (j := 0) for j in w]\n",
+    "yield in a class body in a function": "def f():\n    class A:\n        yield 1\n",
+    "yield in a default": "def f(x=(yield)):\n    pass\n",
+    "yield in a generator expression": "def f():\n    return ((yield x) for x in y)\n",
+    "yield from in an async function": "async def f():\n    yield from g()\n",
+    "return with a value in an async generator": "async def f():\n    yield 1\n    return 2\n",
     "match binding a name twice": "match p:\n    case (x, x):\n        pass\n",
     "break in an except* block": (
         "for x in y:\n    try:\n        pass\n    except* E:\n        break\n"
@@ -131,6 +139,10 @@ ACCEPTED = {
     "except clauses ending in a bare one": (
         "try:\n    pass\nexcept E:\n    pass\nexcept:\n    pass\n"
     ),
+    "walrus outside comprehensions": (
+        "if (n := len(x)) > 1:\n    y = [n for i in x]\nclass A:\n    z = (w := 1)\n"
+    ),
+    "generators": "def f(x):\n    yield x\n    y = yield from g(x)\n    return y\n",
     "ten nested blocks": "".join(f"{' ' * i}for x in y:\n" for i in range(10)) + " " * 10 + "pass",
 }
 

@@ -20,22 +20,23 @@ from codemods.analysis.index import FUNCTION_TYPES, LOOP_TYPES, Index
 CHECKED_PYTHON = sys.version_info[:2] == (3, 11)
 
 # Refused in some uses, and rare in model code: their presence is enough to compile.
-# (`yield`, `await`, `async for` and `async with` outside the function kinds that allow them,
-# `global` and `nonlocal` conflicts, walrus targets in comprehensions, `match` patterns that
-# bind a name twice or make later cases unreachable, `break` in an `except*` block, `async`
-# comprehensions outside async functions.)
+# (`await`, `async for` and `async with` outside the function kinds that allow them, `global`
+# and `nonlocal` conflicts, `match` patterns that bind a name twice or make later cases
+# unreachable, `break` in an `except*` block.)
 _RARE_RISKY = (
-    ast.Yield,
-    ast.YieldFrom,
     ast.Await,
     ast.AsyncFor,
     ast.AsyncWith,
     ast.Global,
     ast.Nonlocal,
-    ast.NamedExpr,
     ast.Match,
     ast.TryStar,
 )
+# Every compiler error about a walrus is about one inside a comprehension (in a class body,
+# in an iterable, rebinding an iteration variable); a `yield` is refused outside a function's
+# body, in a comprehension, and is where an async function's `return` or `yield from` is.
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_YIELDS = (ast.Yield, ast.YieldFrom)
 # A tree deeper than a quarter of the recursion limit is compiled: the compiler checks it
 # against that limit (`RecursionError` at about the limit's depth, measured on 3.11), where
 # the parser, which built the tree, did not.
@@ -73,7 +74,9 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
     if any(by_type.get(kind) for kind in _RARE_RISKY):
         return True
     return (
-        _names_debug(text)
+        any(_in_comprehension(node, index) for node in by_type.get(ast.NamedExpr, ()))
+        or any(_misplaced_yield(node, index) for kind in _YIELDS for node in by_type.get(kind, ()))
+        or _names_debug(text)
         or any(_misplaced_import(node, tree, index) for node in by_type.get(ast.ImportFrom, ()))  # type: ignore[arg-type]
         or any(node.is_async for node in by_type.get(ast.comprehension, ()))  # type: ignore[attr-defined]
         or any(
@@ -89,6 +92,29 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
         or any(_repeated_parameter(node) for node in by_type.get(ast.arguments, ()))  # type: ignore[arg-type]
         or _nested_too_deep(index)
     )
+
+
+def _in_comprehension(node: ast.AST, index: Index) -> bool:
+    parents = index.parents
+    parent = parents.get(node)
+    while parent is not None:
+        if isinstance(parent, _COMPREHENSIONS):
+            return True
+        parent = parents.get(parent)
+    return False
+
+
+def _misplaced_yield(node: ast.AST, index: Index) -> bool:
+    """Anything but a `yield` in the body of a plain `def` (a lambda's or an async
+    function's is left to the compiler)."""
+    parents, fields = index.parents, index.field
+    while True:
+        parent = parents[node]  # the chain ends at the module, a unit
+        if type(parent) is ast.FunctionDef:
+            return fields[node] != "body"
+        if isinstance(parent, (*_UNITS, *_COMPREHENSIONS)):
+            return True
+        node = parent
 
 
 def _names_debug(text: str) -> bool:
