@@ -10,11 +10,41 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as _field
 from itertools import repeat
+from typing import Generic, TypeVar
 
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 Loop = ast.For | ast.AsyncFor | ast.While
+
+
+T = TypeVar("T")
+
+
+class ByPosition(Generic[T]):
+    """What a dict from each node to a value answers (`[node]`, `.get(node)`), read from a
+    list by the node's position in `start`: building a dict of every node of a model library
+    cost a fifth of the index, for answers asked of a few nodes in a hundred. `from_first`:
+    the first node (the module) with a value; otherwise, as the root, it has none."""
+
+    __slots__ = ("_first", "_start", "_values")
+
+    def __init__(self, start: dict[ast.AST, int], values: list[T], from_first: bool) -> None:
+        self._start = start
+        self._values = values
+        self._first = 0 if from_first else 1
+
+    def __getitem__(self, node: ast.AST) -> T:
+        position = self._start[node]
+        if position < self._first:
+            raise KeyError(node)
+        return self._values[position]
+
+    def get(self, node: ast.AST, default: T | None = None) -> T | None:
+        position = self._start.get(node)
+        if position is None or position < self._first:
+            return default
+        return self._values[position]
 
 
 @dataclass
@@ -28,14 +58,15 @@ class ClassInfo:
 @dataclass
 class Index:
     parents: dict[ast.AST, ast.AST] = _field(default_factory=dict)
-    # The name of the parent's field that holds each node (`"body"`, `"orelse"`, `"test"`,
-    # `"args"`, ...): with `parents`, a statement's block is `(parent, field)`.
-    field: dict[ast.AST, str] = _field(default_factory=dict)
+    # The name of the parent's field that holds each node but the module (`"body"`,
+    # `"orelse"`, `"test"`, `"args"`, ...): with `parents`, a statement's block is
+    # `(parent, field)`.
+    field: ByPosition[str] = _field(default_factory=lambda: ByPosition({}, [], False))
     # Pre-order position of each node, and the position after its last descendant: `a`
     # contains `b` when start[a] <= start[b] and end[b] <= end[a]; source order is start order.
     order: list[ast.AST] = _field(default_factory=list)  # every node, in source order
     start: dict[ast.AST, int] = _field(default_factory=dict)
-    end: dict[ast.AST, int] = _field(default_factory=dict)
+    end: ByPosition[int] = _field(default_factory=lambda: ByPosition({}, [], True))
     scope_of: dict[ast.AST, ScopeNode] = _field(default_factory=dict)  # for Name/Attribute
     # scope -> name -> its Name nodes in that scope (nested functions not included)
     names: dict[ScopeNode, dict[str, list[ast.Name]]] = _field(
@@ -195,8 +226,9 @@ class _Indexer:
 
     def walk(self, root: ast.Module) -> None:
         """Pre-order, iteratively: deeply nested expressions must not hit the recursion limit.
-        Positions and parents are kept in lists while walking and made dicts at the end (in C):
-        a model library has millions of nodes, and only scopes need a step on the way out."""
+        Positions, parents and fields are kept in lists while walking; positions and parents
+        are made dicts at the end (in C), ends and fields are read by position: a model library
+        has millions of nodes, and only scopes need a step on the way out."""
         index = self.index
         order = index.order
         by_type = index.by_type
@@ -286,10 +318,10 @@ class _Indexer:
             if ends[parent] < ends[position]:
                 ends[parent] = ends[position]
         index.start = dict(zip(order, range(len(order)), strict=True))
-        index.end = dict(zip(order, ends, strict=True))
+        index.end = ByPosition(index.start, ends, from_first=True)
         parents = [order[position] for position in parent_positions[1:]]
         index.parents = dict(zip(order[1:], parents, strict=True))
-        index.field = dict(zip(order[1:], field_names[1:], strict=True))
+        index.field = ByPosition(index.start, field_names, from_first=False)
         index.depth = deepest
 
     def enter(self, node: ast.AST, parent: ast.AST | None) -> str:
