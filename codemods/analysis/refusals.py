@@ -3,10 +3,11 @@
 A file that cannot run is reported, never analysed or rewritten. The parser finds most such
 files; the compiler finds the rest (`return` outside a function, `break` outside a loop, a
 keyword argument given twice, 21 nested blocks), and compiling a large tree costs nearly what
-parsing it did. Every error CPython 3.11's compiler raises on a tree its parser built is about
-one of the constructs below, so a tree with none of them compiles, and is not compiled again
-to learn it (tests/test_syntax_check.py holds one refused file per error, and checks every
-one in CPython's own test suite). Under any other Python every tree is compiled.
+parsing it did. Every error the compiler of CPython 3.10 to 3.13 raises on a tree its parser
+built is about one of the constructs below, so a tree with none of them compiles, and is not
+compiled again to learn it (tests/test_syntax_check.py holds one refused file per error, and
+checks every one in the test suites of those Pythons). Under any other Python every tree is
+compiled.
 """
 
 from __future__ import annotations
@@ -17,29 +18,28 @@ import unicodedata
 
 from codemods.analysis.index import FUNCTION_TYPES, LOOP_TYPES, Index
 
-CHECKED_PYTHON = sys.version_info[:2] == (3, 11)
+# The compilers checked against their own test suites (tests/test_syntax_check.py).
+CHECKED_PYTHON = (3, 10) <= sys.version_info[:2] <= (3, 13)
 
 # Refused in some uses, and rare in model code: their presence is enough to compile.
 # (`await`, `async for` and `async with` outside the function kinds that allow them, `global`
 # and `nonlocal` conflicts, `match` patterns that bind a name twice or make later cases
 # unreachable, `break` in an `except*` block.)
-_RARE_RISKY = (
-    ast.Await,
-    ast.AsyncFor,
-    ast.AsyncWith,
-    ast.Global,
-    ast.Nonlocal,
-    ast.Match,
-    ast.TryStar,
+_RARE_RISKY = tuple(
+    getattr(ast, name)
+    for name in ("Await", "AsyncFor", "AsyncWith", "Global", "Nonlocal", "Match", "TryStar")
+    if hasattr(ast, name)  # `except*` is 3.11's
 )
 # Every compiler error about a walrus is about one inside a comprehension (in a class body,
 # in an iterable, rebinding an iteration variable); a `yield` is refused outside a function's
 # body, in a comprehension, and is where an async function's `return` or `yield from` is.
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _YIELDS = (ast.Yield, ast.YieldFrom)
-# A tree deeper than a quarter of the recursion limit is compiled: the compiler checks it
-# against that limit (`RecursionError` at about the limit's depth, measured on 3.11), where
-# the parser, which built the tree, did not.
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# A tree deeper than a quarter of the recursion limit is compiled: the compiler of 3.10 and
+# 3.11 checks it against that limit (`RecursionError` at about the limit's depth), where the
+# parser, which built the tree, did not. (3.12 and 3.13 compile a source within a fixed limit
+# of their own that their parser's is under.)
 _DEPTH_SHARE = 4
 # The compiler keeps at most 20 blocks (loops, `try`, `with` items) open in one function; a
 # body nested in more than this many is compiled. Each `try` counts 3 (its body, a handler
@@ -71,10 +71,11 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
     if not CHECKED_PYTHON or index.depth > sys.getrecursionlimit() // _DEPTH_SHARE:
         return True
     by_type = index.by_type
-    if any(by_type.get(kind) for kind in _RARE_RISKY):
+    if any(by_type.get(kind) for kind in _RARE_RISKY) or _has_type_parameters(by_type):
         return True
     return (
-        any(_in_comprehension(node, index) for node in by_type.get(ast.NamedExpr, ()))
+        _unencodable_docstring(tree, by_type)
+        or any(_in_comprehension(node, index) for node in by_type.get(ast.NamedExpr, ()))
         or any(_misplaced_yield(node, index) for kind in _YIELDS for node in by_type.get(kind, ()))
         or _names_debug(text)
         or any(_misplaced_import(node, tree, index) for node in by_type.get(ast.ImportFrom, ()))  # type: ignore[arg-type]
@@ -92,6 +93,31 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
         or any(_repeated_parameter(node) for node in by_type.get(ast.arguments, ()))  # type: ignore[arg-type]
         or _nested_too_deep(index)
     )
+
+
+def _has_type_parameters(by_type: dict[type, list[ast.AST]]) -> bool:
+    """Python 3.12's generics (`def f[T]()`, `type X = ...`): their parameters may repeat a
+    name or follow a default, their bounds and aliases may not hold a walrus."""
+    alias = getattr(ast, "TypeAlias", None)
+    return (alias is not None and bool(by_type.get(alias))) or any(
+        getattr(node, "type_params", None)
+        for kind in _DEFINITIONS
+        for node in by_type.get(kind, ())
+    )
+
+
+def _unencodable_docstring(tree: ast.Module, by_type: dict[type, list[ast.AST]]) -> bool:
+    """A docstring with a lone surrogate (`"\\ud834"`): Python 3.13 compiles a docstring
+    cleaned of its indentation, through UTF-8, and refuses it."""
+    definitions = (node for kind in _DEFINITIONS for node in by_type.get(kind, ()))
+    for node in (tree, *definitions):
+        body = node.body  # type: ignore[attr-defined]
+        if body and _is_docstring(body[0]) and not body[0].value.value.isascii():
+            try:
+                body[0].value.value.encode()
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 def _in_comprehension(node: ast.AST, index: Index) -> bool:
