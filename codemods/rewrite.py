@@ -50,7 +50,6 @@ _TWINS: dict[type[ast.AST], tuple[type[cst.CSTNode], ...]] = {
     ast.AsyncWith: (cst.With,),
     ast.AsyncFunctionDef: (cst.FunctionDef,),
     ast.Delete: (cst.Del,),
-    ast.TryStar: (cst.TryStar,),
 }
 
 

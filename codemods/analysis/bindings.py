@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from codemods.analysis.index import FUNCTION_TYPES, Index, ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, TRY_TYPES, Index, ScopeNode
 from codemods.analysis.interpreter import target_key
 
 # Statements with no statements inside them (LibCST's small statements).
@@ -225,7 +225,7 @@ class _Walker:
                 if item.optional_vars is not None:
                     env = self.bind(item.optional_vars, None, BindingKind.OTHER, node, env)
             return self.block(node.body, env)  # type: ignore[attr-defined]
-        if kind is ast.Try or kind is getattr(ast, "TryStar", ast.Try):
+        if kind in TRY_TYPES:
             return self.try_statement(node, env)  # type: ignore[arg-type]
         if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
             return self.bind_name(node, node.name, node, env)  # type: ignore[attr-defined]

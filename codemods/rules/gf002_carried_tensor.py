@@ -68,7 +68,7 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
-from codemods.analysis.index import FUNCTION_TYPES, ClassInfo, Loop, ScopeNode
+from codemods.analysis.index import FUNCTION_TYPES, TRY_TYPES, ClassInfo, Loop, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import OriginKind, Provenance, evaluated_in, walk
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
@@ -94,7 +94,7 @@ _TENSOR_STATE_MODULES = frozenset({"torch.nn.GRU", "torch.nn.RNN"})
 _GROWING_METHODS = frozenset({"append", "insert"})
 _FOR_TYPES = (ast.For, ast.AsyncFor)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-_LOOP_OR_BRANCH = (ast.If, ast.Try, ast.TryStar, ast.For, ast.AsyncFor, ast.While)
+_LOOP_OR_BRANCH = (ast.If, *TRY_TYPES, ast.For, ast.AsyncFor, ast.While)
 
 
 class CarriedTensor(Rule):

@@ -69,7 +69,7 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind, torch_api
 from codemods.analysis.bindings import BindingKind
 from codemods.analysis.imports import dotted_name
-from codemods.analysis.index import ClassInfo, ScopeNode
+from codemods.analysis.index import TRY_TYPES, ClassInfo, ScopeNode
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.layers import sequential_layer_classes
 from codemods.analysis.provenance import (
@@ -111,8 +111,7 @@ _COMPOUND = (
     ast.While,
     ast.With,
     ast.AsyncWith,
-    ast.Try,
-    ast.TryStar,
+    *TRY_TYPES,
     ast.FunctionDef,
     ast.AsyncFunctionDef,
     ast.ClassDef,
