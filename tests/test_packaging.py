@@ -3,6 +3,7 @@ the top level (a generic top-level `cli` module would collide with other distrib
 
 from __future__ import annotations
 
+import ast
 import configparser
 import shutil
 import subprocess
@@ -53,3 +54,30 @@ def test_cli_py_runs_from_a_checkout() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("gradfix ")
+
+
+# `ast` classes newer than the oldest Python `requires-python` admits, with the version each
+# came in: code that reads one at import time fails to import there (`ast.TryStar` did).
+_AST_NEWER_THAN_OLDEST = {
+    "TryStar": "3.11",
+    "TypeAlias": "3.12",
+    "TypeVar": "3.12",
+    "ParamSpec": "3.12",
+    "TypeVarTuple": "3.12",
+}
+
+
+def test_the_code_reads_no_ast_class_the_oldest_supported_python_lacks() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.10"' in pyproject  # the table above is 3.10's
+    found = []
+    for path in sorted((ROOT / "codemods").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "ast"
+                and node.attr in _AST_NEWER_THAN_OLDEST
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: ast.{node.attr}")
+    assert found == [], "read them with getattr(ast, name, ...) or from index.TRY_TYPES"

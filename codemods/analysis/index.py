@@ -16,10 +16,7 @@ ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 # `try`, and `try` with `except*` where the running Python has it (3.11 on)
-TRY_TYPES: tuple[type[ast.stmt], ...] = (
-    ast.Try,
-    *([ast.TryStar] if hasattr(ast, "TryStar") else []),
-)
+TRY_TYPES: tuple[type[ast.stmt], ...] = (ast.Try, *filter(None, [getattr(ast, "TryStar", None)]))
 Loop = ast.For | ast.AsyncFor | ast.While
 
 
