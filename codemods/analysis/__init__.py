@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -144,6 +144,22 @@ class FileAnalysis:
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.index.parents.get(node)
+
+    def ancestors_within(
+        self, node: ast.AST, boundary: ast.AST | tuple[type[ast.AST], ...]
+    ) -> Iterator[ast.AST]:
+        """The ancestors of `node`, nearest first, below `boundary`: an ancestor, or the kinds
+        of node (loops, functions) at the first of which the walk stops."""
+        parents = self.index.parents
+        current = parents.get(node)
+        if isinstance(boundary, tuple):
+            while current is not None and not isinstance(current, boundary):
+                yield current
+                current = parents.get(current)
+        else:
+            while current is not None and current is not boundary:
+                yield current
+                current = parents.get(current)
 
     def block_of(self, statement: ast.AST) -> list[ast.stmt]:
         """The statement list that holds `statement` (a function's or loop's `body`, an

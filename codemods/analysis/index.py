@@ -17,6 +17,9 @@ FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 # `try`, and `try` with `except*` where the running Python has it (3.11 on)
 TRY_TYPES: tuple[type[ast.stmt], ...] = (ast.Try, *filter(None, [getattr(ast, "TryStar", None)]))
+# What runs only on some paths through the code around it: a branch's arms, a `try`'s
+# handlers (and, conservatively, its body), a `case`, an arm of a conditional expression.
+BRANCH_TYPES: tuple[type[ast.AST], ...] = (ast.If, *TRY_TYPES, ast.Match, ast.IfExp)
 Loop = ast.For | ast.AsyncFor | ast.While
 
 

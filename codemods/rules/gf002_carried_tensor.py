@@ -68,7 +68,14 @@ import libcst as cst
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
-from codemods.analysis.index import FUNCTION_TYPES, TRY_TYPES, ClassInfo, Loop, ScopeNode
+from codemods.analysis.index import (
+    BRANCH_TYPES,
+    FUNCTION_TYPES,
+    LOOP_TYPES,
+    ClassInfo,
+    Loop,
+    ScopeNode,
+)
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.provenance import OriginKind, Provenance, evaluated_in, walk
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
@@ -94,7 +101,7 @@ _TENSOR_STATE_MODULES = frozenset({"torch.nn.GRU", "torch.nn.RNN"})
 _GROWING_METHODS = frozenset({"append", "insert"})
 _FOR_TYPES = (ast.For, ast.AsyncFor)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-_LOOP_OR_BRANCH = (ast.If, *TRY_TYPES, ast.For, ast.AsyncFor, ast.While)
+_LOOP_OR_BRANCH = (*BRANCH_TYPES, *LOOP_TYPES)
 
 
 class CarriedTensor(Rule):
@@ -484,13 +491,10 @@ def _is_none(node: ast.AST | None) -> bool:
 
 
 def _conditional(analysis: FileAnalysis, statement: ast.AST, boundary: ast.AST) -> bool:
-    """Whether `statement` sits under an `if`, `try` or inner loop inside `boundary`."""
-    node = analysis.parent(statement)
-    while node is not None and node is not boundary:
-        if isinstance(node, _LOOP_OR_BRANCH):
-            return True
-        node = analysis.parent(node)
-    return False
+    """Whether `statement` sits under a branch (`if`, `try`, `match`) or an inner loop inside
+    `boundary`."""
+    around = analysis.ancestors_within(statement, boundary)
+    return any(isinstance(ancestor, _LOOP_OR_BRANCH) for ancestor in around)
 
 
 def _argument_of(analysis: FileAnalysis, node: ast.AST) -> ast.Call | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from codemods.analysis import FileAnalysis, Function, Grad
 from codemods.analysis.flows import Use, follow_expression, follow_self_attribute
+from codemods.analysis.index import BRANCH_TYPES, FUNCTION_TYPES, LOOP_TYPES
 from codemods.analysis.interpreter import target_key
 from codemods.analysis.torch_api import FORWARD_METHODS
 from codemods.analysis.training import in_forward
@@ -34,6 +35,7 @@ from codemods.rules.edits import calling
 
 _detached: Rewrite = calling("detach")
 _GROWING_METHODS = frozenset({"append", "extend", "insert"})
+_LOOP_OR_FUNCTION = (*LOOP_TYPES, *FUNCTION_TYPES)
 
 
 @dataclass
@@ -301,11 +303,5 @@ def _resetting_methods(analysis: FileAnalysis, owner: str, attribute: str) -> se
 
 def _conditional(analysis: FileAnalysis, node: ast.AST) -> bool:
     """Whether a branch (`if`, `try`, `match`) lies between `node` and its loop or function."""
-    current = analysis.parent(node)
-    while current is not None and not isinstance(
-        current, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
-    ):
-        if isinstance(current, (ast.If, ast.Try, ast.Match, ast.IfExp)):
-            return True
-        current = analysis.parent(current)
-    return False
+    around = analysis.ancestors_within(node, _LOOP_OR_FUNCTION)
+    return any(isinstance(ancestor, BRANCH_TYPES) for ancestor in around)

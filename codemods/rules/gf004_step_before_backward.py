@@ -215,9 +215,5 @@ def _before(analysis: FileAnalysis, first: GraphEvent, second: GraphEvent) -> bo
 
 
 def _if_around(analysis: FileAnalysis, node: ast.AST) -> ast.AST | None:
-    current = analysis.parent(node)
-    while current is not None and not isinstance(current, (*FUNCTION_TYPES, ast.Module)):
-        if isinstance(current, ast.If):
-            return current
-        current = analysis.parent(current)
-    return None
+    around = analysis.ancestors_within(node, (*FUNCTION_TYPES, ast.Module))
+    return next((ancestor for ancestor in around if isinstance(ancestor, ast.If)), None)
