@@ -663,15 +663,22 @@ class FileAnalysis:
     def class_family(self, class_name: str) -> list[str]:
         """The class, the file's classes it derives from, then those deriving from it: the
         classes whose methods may run on one object of it."""
-        return [*self.lineage(class_name), *self._derived.get(class_name, [])]
+        derived = (name for name in self.class_and_subclasses(class_name) if name != class_name)
+        return [*self.lineage(class_name), *derived]
+
+    def class_and_subclasses(self, class_name: str) -> list[str]:
+        """The class and the file's classes deriving from it, in the order of
+        `index.classes`: those whose lineage holds it."""
+        return self._class_and_subclasses.get(class_name, [])
 
     @cached_property
-    def _derived(self) -> dict[str, list[str]]:
-        derived: dict[str, list[str]] = {}
+    def _class_and_subclasses(self) -> dict[str, list[str]]:
+        # In one pass, rather than going over every class for each class asked about.
+        members: dict[str, list[str]] = {name: [] for name in self.index.classes}
         for name in self.index.classes:
-            for base in self.lineage(name)[1:]:
-                derived.setdefault(base, []).append(name)
-        return derived
+            for owner in self.lineage(name):
+                members[owner].append(name)
+        return members
 
     def is_module_class(self, class_name: str) -> bool:
         return self._derives_from(class_name, _is_module_base)
@@ -1075,23 +1082,12 @@ class FileAnalysis:
         info = self.class_of(function)
         if function.name != "__init__" or info is None:
             return self.index.calls_by_name.get(function.name, [])
-        subclasses = self._lineage_members[info.name]
+        subclasses = self.class_and_subclasses(info.name)
         calls = [call for name in subclasses for call in self.index.calls_by_name.get(name, [])]
         for call, caller in self._init_calls:
             if caller is not None and caller != info.name and caller in subclasses:
                 calls.append(call)
         return calls
-
-    @cached_property
-    def _lineage_members(self) -> dict[str, list[str]]:
-        """Each class of the file, and the file's classes deriving from it, in the order of
-        `index.classes`: the classes whose lineage holds it, gathered in one pass rather than
-        by going over every class for each constructor."""
-        members: dict[str, list[str]] = {name: [] for name in self.index.classes}
-        for name in self.index.classes:
-            for owner in self.lineage(name):
-                members[owner].append(name)
-        return members
 
     @cached_property
     def _init_calls(self) -> list[tuple[ast.Call, str | None]]:

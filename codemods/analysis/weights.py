@@ -49,16 +49,12 @@ class ModuleWeights:
             # A class reaching itself (`self`, a collection of its own kind) adds no weights:
             # only a node that binds, reads or calls one does.
             self._known[class_name] = True
+            # Its subclasses' methods run on its instances where values join them into it.
             known = self._known[class_name] = all(
-                self._class_without_weights(name) for name in self._family(class_name)
+                self._class_without_weights(name)
+                for name in self._analysis.class_and_subclasses(class_name)
             )
         return known
-
-    def _family(self, class_name: str) -> list[str]:
-        """The class and the file's classes deriving from it (their methods run on its
-        instances when the file's values join subclasses into it)."""
-        analysis = self._analysis
-        return [name for name in analysis.index.classes if class_name in analysis.lineage(name)]
 
     def _class_without_weights(self, class_name: str) -> bool:
         analysis = self._analysis
