@@ -1219,12 +1219,6 @@ class Provenance:
             if isinstance(literal, ast.Constant) and isinstance(literal.value, bool):
                 flags[name] = literal.value
 
-        def test_value(test: ast.expr) -> bool | None:
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                inner = test_value(test.operand)
-                return None if inner is None else not inner
-            return flags.get(test.id) if isinstance(test, ast.Name) else None
-
         def always_returns(block: list[ast.stmt]) -> bool:
             return bool(block) and isinstance(block[-1], ast.Return)
 
@@ -1233,7 +1227,7 @@ class Provenance:
             parent = self.analysis.parent(child)
             while parent is not None and child is not function:
                 if isinstance(parent, ast.If) and isinstance(child, ast.stmt):
-                    taken = test_value(parent.test)
+                    taken = _flag_value(parent.test, flags)
                     in_body = any(child is statement for statement in parent.body)
                     if taken is not None and taken is not in_body:
                         return False
@@ -1241,7 +1235,7 @@ class Provenance:
                 if isinstance(child, ast.stmt) and isinstance(block, list):
                     for earlier in block[: block.index(child)]:
                         if isinstance(earlier, ast.If):
-                            taken = test_value(earlier.test)
+                            taken = _flag_value(earlier.test, flags)
                             ends = earlier.body if taken else earlier.orelse
                             if taken is not None and always_returns(ends):
                                 return False
@@ -1871,3 +1865,14 @@ def _joined(grads: Iterator[Grad]) -> Grad:
     for grad in grads:
         result = grad if result is None else result.join(grad)
     return result if result is not None else Grad.UNKNOWN
+
+
+def _flag_value(test: ast.expr, flags: dict[str, bool]) -> bool | None:
+    """What an `if` test is when each name of `flags` holds its flag (`flag`, `not flag`);
+    None for any other test. (A loop, not a closure calling itself: that closure was a
+    reference cycle for the collector.)"""
+    negated = False
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, not negated
+    value = flags.get(test.id) if isinstance(test, ast.Name) else None
+    return None if value is None else value is not negated
