@@ -228,23 +228,38 @@ class _Carry:
 
 def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
+    # Per innermost loop: the training loop around its body, and whether its body runs
+    # between training steps. Both depend only on a statement's enclosing loops and scope,
+    # which every statement of one loop's body shares: `enclosing_loops` is that loop and the
+    # loops around it, and the walk up to the loop crosses no function.
+    by_loop: dict[Loop, tuple[Loop | None, bool]] = {}
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
         loops = analysis.enclosing_loops(node)
-        loop_trains = _training_loop_of(analysis, node) is not None
-        # In a loop without a training step (a rollout's env steps) only a `self` attribute
-        # can cross one: between calls of a method the file runs once per training step.
-        across_calls = bool(loops) and not loop_trains and _called_between_steps(analysis, node)
-        if loops and not (loop_trains or across_calls):
-            continue  # whatever it carries, `_judge_carry` would leave it: skip the search
+        if not loops:
+            training_loop, across_calls = None, False
+        else:
+            known = by_loop.get(loops[0])
+            if known is None:
+                training_loop = _training_loop_of(analysis, node)
+                # In a loop without a training step (a rollout's env steps) only a `self`
+                # attribute can cross one: between calls of a method the file runs once per
+                # training step.
+                across_calls = training_loop is None and _called_between_steps(analysis, node)
+                known = by_loop[loops[0]] = (training_loop, across_calls)
+            training_loop, across_calls = known
+            if training_loop is None and not across_calls:
+                continue  # whatever it carries, `_judge_carry` would leave it: skip the search
         for assign_target in node.targets:
+            if not loops and type(assign_target) is ast.Name:
+                continue  # a local outside loops: nothing to carry it across
             for target in _stored_names(assign_target):
                 key = target_key(target)
                 if key is None or not (loops or key.startswith("self.")):
                     continue  # neither a loop nor calls of a method to carry it across
                 if across_calls and not key.startswith("self."):
                     continue
-                carry = _carry_of(analysis, node, target, key, facts)
+                carry = _carry_of(analysis, node, target, key, loops, training_loop, facts)
                 if carry is not None:
                     yield carry
 
@@ -308,15 +323,17 @@ def _carry_of(
     store: ast.Assign,
     target: ast.expr,
     key: str,
+    loops: list[Loop],
+    training_loop: Loop | None,
     known: dict[tuple[ScopeNode, str], _KeyFacts],
 ) -> _Carry | None:
-    """`known`: the facts of each scope and name computed so far; the tests that need no
-    facts come first (most stores are a constructor's `self.x = ...`)."""
-    loops = analysis.enclosing_loops(store)
+    """`loops`: those around `store`, innermost first; `training_loop`: the innermost of them
+    a training step separates the iterations of; `known`: the facts of each scope and name
+    computed so far. The tests that need no facts come first (most stores are a
+    constructor's `self.x = ...`)."""
     if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
-    training_loop = _training_loop_of(analysis, store)
     if training_loop is not None:
         loop: Loop | None = training_loop
         if training_loop is not loops[0] and not _survives_iteration(
@@ -1536,20 +1553,30 @@ class _KeptStore:
 
 
 def _kept_stores(analysis: FileAnalysis) -> Iterator[_KeptStore]:
-    for node in analysis.index.of_types(ast.Expr, ast.Assign):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            arguments = _arguments(node.value)
-            if isinstance(func, ast.Attribute) and func.attr in _GROWING_METHODS and arguments:
-                store = _kept_store(analysis, node, func.value, arguments[-1])
-                if store is not None:
-                    yield store
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Subscript) and not _constant_index(target):
-                store = _kept_store(analysis, node, target.value, node.value)
-                if store is not None:
-                    yield store
+    """`xs.append(v)` statements, and `xs[i] = v` by a varying key, in source order."""
+    found: list[tuple[ast.stmt, ast.expr, ast.expr]] = []  # statement, container, operand
+    for method in _GROWING_METHODS:
+        for call in analysis.index.calls_by_name.get(method, []):
+            statement = analysis.parent(call)
+            if isinstance(call.func, ast.Attribute) and isinstance(statement, ast.Expr):
+                arguments = _arguments(call)
+                if arguments:
+                    found.append((statement, call.func.value, arguments[-1]))
+    for node in analysis.index.of_types(ast.Assign):
+        assert isinstance(node, ast.Assign)
+        target = node.targets[0]
+        if (
+            len(node.targets) == 1
+            and isinstance(target, ast.Subscript)
+            and not _constant_index(target)
+        ):
+            found.append((node, target.value, node.value))
+    start = analysis.index.start
+    found.sort(key=lambda store: start[store[0]])
+    for statement, container, operand in found:
+        store = _kept_store(analysis, statement, container, operand)
+        if store is not None:
+            yield store
 
 
 def _arguments(call: ast.Call) -> list[ast.expr]:
