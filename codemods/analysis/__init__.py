@@ -644,6 +644,12 @@ class FileAnalysis:
         return [*self.lineage(class_name), *self._derived.get(class_name, [])]
 
     @cached_property
+    def method_names(self) -> frozenset[str]:
+        """The names of the methods of the file's classes (inherited ones included): a call
+        `obj.name(...)` with any other name runs none of them, whatever `obj` holds."""
+        return frozenset(name for info in self.index.classes.values() for name in info.methods)
+
+    @cached_property
     def _derived(self) -> dict[str, list[str]]:
         derived: dict[str, list[str]] = {}
         for name in self.index.classes:
