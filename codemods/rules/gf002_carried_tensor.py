@@ -232,33 +232,36 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     # between training steps. Both depend only on a statement's enclosing loops and scope,
     # which every statement of one loop's body shares: `enclosing_loops` is that loop and the
     # loops around it, and the walk up to the loop crosses no function.
-    by_loop: dict[Loop, tuple[Loop | None, bool]] = {}
+    training_loops: dict[Loop, Loop | None] = {}
+    between_steps: dict[Loop, bool] = {}
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
         loops = analysis.enclosing_loops(node)
-        if not loops:
-            training_loop, across_calls = None, False
+        if loops:
+            if loops[0] not in training_loops:
+                training_loops[loops[0]] = _training_loop_of(analysis, node)
+            training_loop = training_loops[loops[0]]
+        elif all(type(target) is ast.Name for target in node.targets) or not _runs_again(
+            analysis.scope_of(node)
+        ):
+            continue  # outside loops, only a `self` attribute that a later call reads is carried
         else:
-            known = by_loop.get(loops[0])
-            if known is None:
-                training_loop = _training_loop_of(analysis, node)
-                # In a loop without a training step (a rollout's env steps) only a `self`
-                # attribute can cross one: between calls of a method the file runs once per
-                # training step.
-                across_calls = training_loop is None and _called_between_steps(analysis, node)
-                known = by_loop[loops[0]] = (training_loop, across_calls)
-            training_loop, across_calls = known
-            if training_loop is None and not across_calls:
-                continue  # whatever it carries, `_judge_carry` would leave it: skip the search
+            training_loop = None
         for assign_target in node.targets:
-            if not loops and type(assign_target) is ast.Name:
-                continue  # a local outside loops: nothing to carry it across
             for target in _stored_names(assign_target):
                 key = target_key(target)
-                if key is None or not (loops or key.startswith("self.")):
-                    continue  # neither a loop nor calls of a method to carry it across
-                if across_calls and not key.startswith("self."):
+                if key is None:
                     continue
+                if training_loop is None and not key.startswith("self."):
+                    continue  # neither a training loop nor calls of a method to carry it across
+                if training_loop is None and loops:
+                    # In a loop without a training step (a rollout's env steps) a `self`
+                    # attribute crosses one between calls of a method the file runs once per
+                    # training step; otherwise `_judge_carry` would leave it.
+                    if loops[0] not in between_steps:
+                        between_steps[loops[0]] = _called_between_steps(analysis, node)
+                    if not between_steps[loops[0]]:
+                        continue
                 carry = _carry_of(analysis, node, target, key, loops, training_loop, facts)
                 if carry is not None:
                     yield carry
@@ -353,10 +356,8 @@ def _carry_of(
             return None
         reads = [read for read in facts.reads if analysis.contains(training_loop, read)]
         stores = [s for s in facts.stores if analysis.contains(training_loop, s)]
-    elif key.startswith("self.") and isinstance(scope, FUNCTION_TYPES):
+    elif key.startswith("self.") and _runs_again(scope):
         loop = None
-        if scope.name == "__init__":
-            return None
         facts = _KeyFacts.remembered(analysis, known, scope, key)
         reads, stores = facts.reads, facts.stores
         if loops:
@@ -386,6 +387,12 @@ def _carry_of(
     else:
         return None
     return _carry_with(analysis, store, target, key, loop, reads, stores, carry_reads)
+
+
+def _runs_again(scope: ScopeNode) -> bool:
+    """Whether a later call of `scope` may read a `self` attribute it stored: a function or
+    method, but not a constructor (it runs once per object)."""
+    return isinstance(scope, FUNCTION_TYPES) and scope.name != "__init__"
 
 
 def _training_loop_of(analysis: FileAnalysis, store: ast.Assign) -> Loop | None:
