@@ -241,9 +241,7 @@ def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
             if loops[0] not in training_loops:
                 training_loops[loops[0]] = _training_loop_of(analysis, node)
             training_loop = training_loops[loops[0]]
-        elif all(type(target) is ast.Name for target in node.targets) or not _runs_again(
-            analysis.scope_of(node)
-        ):
+        elif _one_name(node) or not _runs_again(analysis.scope_of(node)):
             continue  # outside loops, only a `self` attribute that a later call reads is carried
         else:
             training_loop = None
@@ -387,6 +385,11 @@ def _carry_of(
     else:
         return None
     return _carry_with(analysis, store, target, key, loop, reads, stores, carry_reads)
+
+
+def _one_name(assignment: ast.Assign) -> bool:
+    """`x = ...`: a local alone (the most common statement, tested before any lookup)."""
+    return len(assignment.targets) == 1 and type(assignment.targets[0]) is ast.Name
 
 
 def _runs_again(scope: ScopeNode) -> bool:
@@ -1399,12 +1402,12 @@ def _kept_records(analysis: FileAnalysis) -> Iterator[RuleFinding]:
     epoch's end), appended in a training loop or in a method the file runs once per training
     step: the list keeps every step's graph. Appended as a copy with those entries detached.
     (A record whose attached entries are all losses is GF001's.)"""
-    for statement in analysis.index.of_types(ast.Expr):
-        call = statement.value  # type: ignore[attr-defined]
+    start = analysis.index.start
+    for call in sorted(analysis.index.calls_by_name.get("append", []), key=start.__getitem__):
+        statement = analysis.parent(call)
         if not (
-            isinstance(call, ast.Call)
+            isinstance(statement, ast.Expr)
             and isinstance(call.func, ast.Attribute)
-            and call.func.attr == "append"
             and len(call.args) == 1
             and not call.keywords
             and isinstance(call.args[0], ast.Name)
