@@ -1156,12 +1156,11 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     backward_loops = {
         loop for call in analysis.backward_calls for loop in analysis.enclosing_loops(call)
     }
+    owner = analysis.class_of(analysis.scope_of(carry.store))
     return any(
         analysis.contains(loop, call)
-        for call in analysis.calls_running_forward(
-            analysis.class_of(analysis.scope_of(carry.store))
-        )
-        for loop in backward_loops
+        for loop in backward_loops  # first: no calls of the forward are looked for without one
+        for call in analysis.calls_running_forward(owner)
     )
 
 
