@@ -229,9 +229,10 @@ class _Carry:
 def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
     # Asked once per innermost loop, when first needed: the training loop around its body,
-    # and whether its body runs between training steps. Both depend only on a statement's enclosing loops and scope,
-    # which every statement of one loop's body shares: `enclosing_loops` is that loop and the
-    # loops around it, and the walk up to the loop crosses no function.
+    # and whether its body runs between training steps. Both depend only on a statement's
+    # enclosing loops and scope, which every statement of one loop's body shares:
+    # `enclosing_loops` is that loop and the loops around it, and the walk up to the loop
+    # crosses no function.
     training_loops: dict[Loop, Loop | None] = {}
     between_steps: dict[Loop, bool] = {}
     for node in analysis.index.of_types(ast.Assign):
