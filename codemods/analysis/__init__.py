@@ -672,6 +672,12 @@ class FileAnalysis:
         return self._class_and_subclasses.get(class_name, [])
 
     @cached_property
+    def method_names(self) -> frozenset[str]:
+        """The names of the methods of the file's classes (inherited ones included): a call
+        `obj.name(...)` with any other name runs none of them, whatever `obj` holds."""
+        return frozenset(name for info in self.index.classes.values() for name in info.methods)
+
+    @cached_property
     def _class_and_subclasses(self) -> dict[str, list[str]]:
         # In one pass, rather than going over every class for each class asked about.
         members: dict[str, list[str]] = {name: [] for name in self.index.classes}

@@ -88,6 +88,7 @@ class TrainingSteps:
         self._draws: dict[Function, bool] = {}
         self._runs: dict[Function, dict[Function, bool]] = {}  # per function run
         self._once: dict[ast.Call, bool] = {}
+        self._called_by_step: dict[Function, bool] = {}
 
     def may_update_parameters(self, call: ast.Call) -> bool:
         """Whether `call` may change weights in place: any method of an optimizer but the
@@ -170,7 +171,14 @@ class TrainingSteps:
     def called_by_training_step(self, function: Function) -> bool:
         """Whether the file calls `function` from code that trains: a function or method
         that reaches a training step (a `train()` that runs `self.rollout()` and then a
-        backward), or a loop that does. Each call then runs between two training steps."""
+        backward), or a loop that does. Each call then runs between two training steps.
+        Answered once per function (rules ask it for each store in the function)."""
+        known = self._called_by_step.get(function)
+        if known is None:
+            known = self._called_by_step[function] = self._called_by_step_search(function)
+        return known
+
+    def _called_by_step_search(self, function: Function) -> bool:
         for call in self._analysis.index.calls_by_name.get(function.name, []):
             scope = self._analysis.scope_of(call)
             if self._is_step(call) or function not in self._callees(call, scope):

@@ -153,22 +153,47 @@ class AccumulatedLoss(Rule):
 
 # -- what it detects ------------------------------------------------------------------------
 def _accumulations(analysis: FileAnalysis) -> Iterator[_Accumulation]:
-    for statement in analysis.index.of_types(ast.AugAssign, ast.Assign, ast.Expr):
-        if isinstance(statement, ast.AugAssign) and type(statement.op) is ast.Add:
+    for statement in _adding_statements(analysis):
+        if isinstance(statement, ast.AugAssign):
             yield _Accumulation(statement, statement.target, statement.value)
-        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        elif isinstance(statement, ast.Assign):
             target = statement.targets[0]
             value = statement.value
-            if not isinstance(value, ast.BinOp):
-                continue
-            if type(value.op) is not ast.Add:
-                continue
+            assert isinstance(value, ast.BinOp)
             if _reads_accumulator(analysis, target, value.left):
                 yield _Accumulation(statement, target, value.right, exclude=value.left)
             elif _reads_accumulator(analysis, target, value.right):
                 yield _Accumulation(statement, target, value.left, exclude=value.right)
-        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        else:
+            assert isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
             yield from _call_accumulations(analysis, statement, statement.value)
+
+
+def _adding_statements(analysis: FileAnalysis) -> list[ast.stmt]:
+    """The statements that may add to something, in source order: `x += v`, `x = a + b`,
+    and expression statements calling `add_`, `append` or a method of the file's classes
+    (a call of any other method adds to nothing `_call_accumulations` knows)."""
+    index = analysis.index
+    called = {"add_", "append"} | analysis.method_names
+    statements: list[ast.stmt] = [
+        *(node for node in index.of_types(ast.AugAssign) if type(node.op) is ast.Add),  # type: ignore[attr-defined]
+        *(node for node in index.of_types(ast.Assign) if _assigns_a_sum(node)),  # type: ignore[arg-type]
+        *(
+            statement
+            for name in called
+            for call in index.calls_by_name.get(name, ())
+            if isinstance(statement := analysis.parent(call), ast.Expr)
+        ),
+    ]
+    statements.sort(key=index.start.__getitem__)
+    return statements
+
+
+def _assigns_a_sum(assignment: ast.Assign) -> bool:
+    value = assignment.value
+    return (
+        len(assignment.targets) == 1 and isinstance(value, ast.BinOp) and type(value.op) is ast.Add
+    )
 
 
 def _reads_accumulator(analysis: FileAnalysis, target: ast.expr, read: ast.expr) -> bool:
@@ -236,6 +261,8 @@ def _call_accumulations(
                 attached_keys=attached_keys(analysis.value_of(part)),
             )
         return
+    if func.attr not in analysis.method_names:
+        return  # no object of the file's classes has such a method to keep what it is given
     receiver = analysis.value_of(func.value)
     if (
         receiver.kind not in (Kind.OBJECT, Kind.MODULE)

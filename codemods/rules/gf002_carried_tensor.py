@@ -235,23 +235,40 @@ class _Carry:
 
 def _carries(analysis: FileAnalysis) -> Iterator[_Carry]:
     facts: dict[tuple[ScopeNode, str], _KeyFacts] = {}
+    # Asked once per innermost loop, when first needed: the training loop around its body,
+    # and whether its body runs between training steps. Both depend only on a statement's
+    # enclosing loops and scope, which every statement of one loop's body shares:
+    # `enclosing_loops` is that loop and the loops around it, and the walk up to the loop
+    # crosses no function.
+    training_loops: dict[Loop, Loop | None] = {}
+    between_steps: dict[Loop, bool] = {}
     for node in analysis.index.of_types(ast.Assign):
         assert isinstance(node, ast.Assign)
         loops = analysis.enclosing_loops(node)
-        loop_trains = _training_loop_of(analysis, node) is not None
-        # In a loop without a training step (a rollout's env steps) only a `self` attribute
-        # can cross one: between calls of a method the file runs once per training step.
-        across_calls = bool(loops) and not loop_trains and _called_between_steps(analysis, node)
-        if loops and not (loop_trains or across_calls):
-            continue  # whatever it carries, `_judge_carry` would leave it: skip the search
+        if loops:
+            if loops[0] not in training_loops:
+                training_loops[loops[0]] = _training_loop_of(analysis, node)
+            training_loop = training_loops[loops[0]]
+        elif _one_name(node) or not _runs_again(analysis.scope_of(node)):
+            continue  # outside loops, only a `self` attribute that a later call reads is carried
+        else:
+            training_loop = None
         for assign_target in node.targets:
             for target in _stored_names(assign_target):
                 key = target_key(target)
-                if key is None or not (loops or key.startswith("self.")):
-                    continue  # neither a loop nor calls of a method to carry it across
-                if across_calls and not key.startswith("self."):
+                if key is None:
                     continue
-                carry = _carry_of(analysis, node, target, key, facts)
+                if training_loop is None and not key.startswith("self."):
+                    continue  # neither a training loop nor calls of a method to carry it across
+                if training_loop is None and loops:
+                    # In a loop without a training step (a rollout's env steps) a `self`
+                    # attribute crosses one between calls of a method the file runs once per
+                    # training step; otherwise `_judge_carry` would leave it.
+                    if loops[0] not in between_steps:
+                        between_steps[loops[0]] = _called_between_steps(analysis, node)
+                    if not between_steps[loops[0]]:
+                        continue
+                carry = _carry_of(analysis, node, target, key, loops, training_loop, facts)
                 if carry is not None:
                     yield carry
 
@@ -315,15 +332,17 @@ def _carry_of(
     store: ast.Assign,
     target: ast.expr,
     key: str,
+    loops: list[Loop],
+    training_loop: Loop | None,
     known: dict[tuple[ScopeNode, str], _KeyFacts],
 ) -> _Carry | None:
-    """`known`: the facts of each scope and name computed so far; the tests that need no
-    facts come first (most stores are a constructor's `self.x = ...`)."""
-    loops = analysis.enclosing_loops(store)
+    """`loops`: those around `store`, innermost first; `training_loop`: the innermost of them
+    a training step separates the iterations of; `known`: the facts of each scope and name
+    computed so far. The tests that need no facts come first (most stores are a
+    constructor's `self.x = ...`)."""
     if loops and isinstance(loops[0], _FOR_TYPES) and key in _bound_names(loops[0].target):
         return None  # the loop rebinds it at the top of every iteration
     scope = analysis.scope_of(store)
-    training_loop = _training_loop_of(analysis, store)
     if training_loop is not None:
         loop: Loop | None = training_loop
         if training_loop is not loops[0] and not _survives_iteration(
@@ -343,10 +362,8 @@ def _carry_of(
             return None
         reads = [read for read in facts.reads if analysis.contains(training_loop, read)]
         stores = [s for s in facts.stores if analysis.contains(training_loop, s)]
-    elif key.startswith("self.") and isinstance(scope, FUNCTION_TYPES):
+    elif key.startswith("self.") and _runs_again(scope):
         loop = None
-        if scope.name == "__init__":
-            return None
         facts = _KeyFacts.remembered(analysis, known, scope, key)
         reads, stores = facts.reads, facts.stores
         if loops:
@@ -376,6 +393,17 @@ def _carry_of(
     else:
         return None
     return _carry_with(analysis, store, target, key, loop, reads, stores, carry_reads)
+
+
+def _one_name(assignment: ast.Assign) -> bool:
+    """`x = ...`: a local alone (the most common statement, tested before any lookup)."""
+    return len(assignment.targets) == 1 and type(assignment.targets[0]) is ast.Name
+
+
+def _runs_again(scope: ScopeNode) -> bool:
+    """Whether a later call of `scope` may read a `self` attribute it stored: a function or
+    method, but not a constructor (it runs once per object)."""
+    return isinstance(scope, FUNCTION_TYPES) and scope.name != "__init__"
 
 
 def _training_loop_of(analysis: FileAnalysis, store: ast.Assign) -> Loop | None:
@@ -1133,12 +1161,11 @@ def _called_per_step(analysis: FileAnalysis, carry: _Carry) -> bool:
     backward_loops = {
         loop for call in analysis.backward_calls for loop in analysis.enclosing_loops(call)
     }
+    owner = analysis.class_of(analysis.scope_of(carry.store))
     return any(
         analysis.contains(loop, call)
-        for call in analysis.calls_running_forward(
-            analysis.class_of(analysis.scope_of(carry.store))
-        )
-        for loop in backward_loops
+        for loop in backward_loops  # first: no calls of the forward are looked for without one
+        for call in analysis.calls_running_forward(owner)
     )
 
 
@@ -1379,12 +1406,12 @@ def _kept_records(analysis: FileAnalysis) -> Iterator[RuleFinding]:
     epoch's end), appended in a training loop or in a method the file runs once per training
     step: the list keeps every step's graph. Appended as a copy with those entries detached.
     (A record whose attached entries are all losses is GF001's.)"""
-    for statement in analysis.index.of_types(ast.Expr):
-        call = statement.value  # type: ignore[attr-defined]
+    start = analysis.index.start
+    for call in sorted(analysis.index.calls_by_name.get("append", []), key=start.__getitem__):
+        statement = analysis.parent(call)
         if not (
-            isinstance(call, ast.Call)
+            isinstance(statement, ast.Expr)
             and isinstance(call.func, ast.Attribute)
-            and call.func.attr == "append"
             and len(call.args) == 1
             and not call.keywords
             and isinstance(call.args[0], ast.Name)
@@ -1540,20 +1567,30 @@ class _KeptStore:
 
 
 def _kept_stores(analysis: FileAnalysis) -> Iterator[_KeptStore]:
-    for node in analysis.index.of_types(ast.Expr, ast.Assign):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            arguments = _arguments(node.value)
-            if isinstance(func, ast.Attribute) and func.attr in _GROWING_METHODS and arguments:
-                store = _kept_store(analysis, node, func.value, arguments[-1])
-                if store is not None:
-                    yield store
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Subscript) and not _constant_index(target):
-                store = _kept_store(analysis, node, target.value, node.value)
-                if store is not None:
-                    yield store
+    """`xs.append(v)` statements, and `xs[i] = v` by a varying key, in source order."""
+    found: list[tuple[ast.stmt, ast.expr, ast.expr]] = []  # statement, container, operand
+    for method in _GROWING_METHODS:
+        for call in analysis.index.calls_by_name.get(method, []):
+            statement = analysis.parent(call)
+            if isinstance(call.func, ast.Attribute) and isinstance(statement, ast.Expr):
+                arguments = _arguments(call)
+                if arguments:
+                    found.append((statement, call.func.value, arguments[-1]))
+    for node in analysis.index.of_types(ast.Assign):
+        assert isinstance(node, ast.Assign)
+        target = node.targets[0]
+        if (
+            len(node.targets) == 1
+            and isinstance(target, ast.Subscript)
+            and not _constant_index(target)
+        ):
+            found.append((node, target.value, node.value))
+    start = analysis.index.start
+    found.sort(key=lambda store: start[store[0]])
+    for statement, container, operand in found:
+        store = _kept_store(analysis, statement, container, operand)
+        if store is not None:
+            yield store
 
 
 def _arguments(call: ast.Call) -> list[ast.expr]:

@@ -36,6 +36,7 @@ from codemods.rules.edits import calling
 _detached: Rewrite = calling("detach")
 _GROWING_METHODS = frozenset({"append", "extend", "insert"})
 _LOOP_OR_FUNCTION = (*LOOP_TYPES, *FUNCTION_TYPES)
+_STORE_TYPES = frozenset({ast.Assign, ast.AugAssign, ast.Expr})
 
 
 @dataclass
@@ -77,19 +78,24 @@ def forward_state_findings(
             yield statements, _judge_call(analysis, stores, call)
 
 
-def _forward_stores(analysis: FileAnalysis) -> Iterator[_ForwardStore]:
+def _forward_stores(analysis: FileAnalysis) -> list[_ForwardStore]:
     """Accumulating stores of a module class of the file, in its `forward` or in a method
-    only its forward calls (`self.update(preds, target)`, as running metrics do)."""
-    forwards: dict[ast.AST, Function | None] = {}
-    for node in analysis.index.of_types(ast.Assign, ast.AugAssign, ast.Expr):
-        scope = analysis.scope_of(node)
-        if scope not in forwards:
-            forwards[scope] = _forward_running(analysis, scope)
-        forward = forwards[scope]
-        store = _accumulation(node) if forward is not None else None  # type: ignore[arg-type]
-        if store is not None:
-            store.forward = forward
-            yield store
+    only its forward calls (`self.update(preds, target)`, as running metrics do), in source
+    order."""
+    found: list[_ForwardStore] = []
+    for method in analysis.index.class_of:  # the file's methods
+        forward = _forward_running(analysis, method)
+        if forward is None:
+            continue
+        for node in analysis.descendants(method):
+            if type(node) in _STORE_TYPES and analysis.scope_of(node) is method:
+                store = _accumulation(node)  # type: ignore[arg-type]
+                if store is not None:
+                    store.forward = forward
+                    found.append(store)
+    start = analysis.index.start
+    found.sort(key=lambda store: start[store.statement])
+    return found
 
 
 def _forward_running(analysis: FileAnalysis, scope: ast.AST) -> Function | None:
