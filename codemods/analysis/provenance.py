@@ -226,6 +226,22 @@ class Provenance:
             return None
         return self._binding(binding, self._frame(method))
 
+    def op_key_family(self, node: ast.AST) -> str | None:
+        """The op-table key the op `node` is evaluated under, less the call-shape suffix
+        (`[scalar]`, `[dim]`, ...) that its provenance may add, when it is known without
+        building that provenance: for an arithmetic operator (`operator.add`) and a call of
+        a `torch.` function (`torch.zeros`; `_call` sends every one to `_torch_call`); else
+        None. An operator with no key (`a | b`) gives None too."""
+        if type(node) is ast.BinOp:
+            key = _operator_key(node)  # type: ignore[arg-type]
+        elif type(node) is ast.Call:
+            key = self.analysis.qualified_name(node.func)  # type: ignore[attr-defined]
+            if key is not None and not key.startswith("torch."):
+                key = None
+        else:
+            key = None
+        return _table_key(key, ())
+
     def without_grad(self, node: ast.AST) -> bool:
         """Whether `node` runs with grad disabled (under `no_grad`, or in a function decorated
         so): every op evaluating it makes, the file's functions it calls included, is then
@@ -595,9 +611,8 @@ class Provenance:
         if kind is ast.Call:
             return self._call(node, frame)  # type: ignore[arg-type]
         if isinstance(node, ast.BinOp):
-            name = _BINARY_OPERATORS.get(type(node.op))
             left, right = node.left, node.right
-            op = f"operator.{name}" if name else None
+            op = _operator_key(node)
             return self._op(node, frame, op, [left, right], _scalar_suffix(self, left, right))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
@@ -1834,6 +1849,11 @@ def _index_suffix(provenance: Provenance, node: ast.Subscript, frame: _Frame) ->
 # Keys the op table cannot measure, looked up as an equivalent it has: the CPU build of torch
 # cannot run `.cuda()`, whose backward node is the same device copy as `.cpu()`'s.
 _KEY_ALIASES = {"Tensor.cuda": "Tensor.cpu"}
+
+
+def _operator_key(node: ast.BinOp) -> str | None:
+    name = _BINARY_OPERATORS.get(type(node.op))
+    return f"operator.{name}" if name else None
 
 
 def _table_key(key: str | None, suffixes: tuple[str, ...]) -> str | None:
