@@ -252,3 +252,26 @@ def test_index_keys_read_the_subscript_parts() -> None:
     assert source.of("sliced").key == "operator.getitem"
     assert source.of("tupled").key == "operator.getitem[?]"  # one index, a tuple
     assert source.of("masked").key == "operator.getitem[mask]"
+
+
+def test_op_key_family_is_the_key_its_provenance_has_less_the_call_shape() -> None:
+    source = Source("""
+        def step(x, n):
+            h = head(x)
+            return h + 1, h * h, h.view(n), torch.zeros(n), h.sum(1), n.view(2), x | n
+        """)
+    family = source.provenance.op_key_family
+    for code, key in [
+        ("h + 1", "operator.add"),
+        ("h * h", "operator.mul"),
+        ("h.view(n)", "Tensor.view"),
+        ("torch.zeros(n)", "torch.zeros"),
+        ("h.sum(1)", "Tensor.sum"),
+        ("n.view(2)", None),  # not known to be a tensor
+        ("x | n", None),
+    ]:
+        node = source.nodes(code)[-1]
+        assert family(node) == key, code
+        origin = source.provenance.of(node)
+        if key is not None and origin.key is not None:
+            assert origin.key.split("[")[0] == key, code

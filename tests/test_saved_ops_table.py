@@ -10,7 +10,13 @@ from types import ModuleType
 
 import pytest
 
-from codemods.analysis.saved_ops import OpSaving, op_saving, saves_anything, torch_version
+from codemods.analysis.saved_ops import (
+    OpSaving,
+    may_save_an_input,
+    op_saving,
+    saves_anything,
+    torch_version,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = ROOT / "tools" / "generate_saved_ops.py"
@@ -203,6 +209,14 @@ def test_scalar_operands_are_not_saved_but_the_graph_still_holds_tensors() -> No
         assert op(key).saves_inputs == (False,)
         assert op(key).fails_second_backward() is True
         assert saves_anything(key) is True
+
+
+def test_may_save_an_input_over_every_call_shape() -> None:
+    assert may_save_an_input("operator.mul")  # `x * y`, though `x * 2` saves none
+    assert may_save_an_input("operator.pow")
+    assert not may_save_an_input("operator.add")
+    assert not may_save_an_input("Tensor.view")
+    assert not may_save_an_input("torch.no_such_op")
 
 
 def test_unknown_op() -> None:

@@ -226,6 +226,31 @@ class Provenance:
             return None
         return self._binding(binding, self._frame(method))
 
+    def op_key_family(self, node: ast.AST) -> str | None:
+        """The op-table key the op `node` is evaluated under, less the call-shape suffix
+        (`[scalar]`, `[dim]`, ...) that its provenance may add, when it is known without
+        building that provenance: for an arithmetic operator (`operator.add`) and a call of
+        a `torch.` function (`torch.zeros`; `_call` sends every one to `_torch_call`), and
+        for a keyed method of what the interpreter knows is a tensor (`x.view(n)`, which
+        `_method_call` makes an op of that key, or data, as for `x.detach()`); else None.
+        An operator with no key (`a | b`) gives None too."""
+        key: str | None = None
+        if type(node) is ast.BinOp:
+            key = _operator_key(node)  # type: ignore[arg-type]
+        elif type(node) is ast.Call:
+            func = node.func  # type: ignore[attr-defined]
+            key = self.analysis.qualified_name(func)
+            if key is not None and not key.startswith("torch."):
+                key = None
+            if (
+                key is None
+                and type(func) is ast.Attribute
+                and _keyed_tensor_method(func.attr)
+                and self.analysis.value_of(func.value).kind is Kind.TENSOR
+            ):
+                key = f"Tensor.{func.attr}"
+        return _table_key(key, ())
+
     def without_grad(self, node: ast.AST) -> bool:
         """Whether `node` runs with grad disabled (under `no_grad`, or in a function decorated
         so): every op evaluating it makes, the file's functions it calls included, is then
@@ -595,9 +620,8 @@ class Provenance:
         if kind is ast.Call:
             return self._call(node, frame)  # type: ignore[arg-type]
         if isinstance(node, ast.BinOp):
-            name = _BINARY_OPERATORS.get(type(node.op))
             left, right = node.left, node.right
-            op = f"operator.{name}" if name else None
+            op = _operator_key(node)
             return self._op(node, frame, op, [left, right], _scalar_suffix(self, left, right))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
@@ -1110,9 +1134,9 @@ class Provenance:
         if method == "scale" and receiver.kind is Kind.UNKNOWN and len(arguments) == 1:
             # `scaler.scale(loss)` (torch.amp.GradScaler) multiplies by the scale factor.
             return self._op(node, frame, "operator.mul", [arguments[0]])
-        key = f"Tensor.{method}"
-        if method in torch_api.GRAPH_KEEPING_METHODS or saved_ops.op_saving(key) is not None:
+        if _keyed_tensor_method(method):
             arguments = [func.value, *arguments]
+            key = f"Tensor.{method}"
             return self._op(node, frame, key, arguments, _call_suffix(self, node, frame))
         return None
 
@@ -1828,6 +1852,18 @@ def _index_suffix(provenance: Provenance, node: ast.Subscript, frame: _Frame) ->
 # Keys the op table cannot measure, looked up as an equivalent it has: the CPU build of torch
 # cannot run `.cuda()`, whose backward node is the same device copy as `.cpu()`'s.
 _KEY_ALIASES = {"Tensor.cuda": "Tensor.cpu"}
+
+
+def _keyed_tensor_method(method: str) -> bool:
+    """A tensor method that provenance makes an op keyed `Tensor.<method>`."""
+    return method in torch_api.GRAPH_KEEPING_METHODS or (
+        saved_ops.op_saving(f"Tensor.{method}") is not None
+    )
+
+
+def _operator_key(node: ast.BinOp) -> str | None:
+    name = _BINARY_OPERATORS.get(type(node.op))
+    return f"operator.{name}" if name else None
 
 
 def _table_key(key: str | None, suffixes: tuple[str, ...]) -> str | None:

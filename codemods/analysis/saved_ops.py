@@ -176,6 +176,18 @@ def saves_anything(key: str) -> bool | None:
     return None if op is None else op.saves_anything
 
 
+@functools.cache
+def may_save_an_input(key: str) -> bool:
+    """Whether `key`, or a call shape of it (`key[scalar]`, `key[dim]`, ...), saves one of
+    its inputs under some requires-grad pattern; False also for a key the table lacks."""
+    return any(
+        any(saving.inputs)
+        for variant, op in _table()[1].items()
+        if variant == key or variant.startswith(key + "[")
+        for saving in op.patterns.values()
+    )
+
+
 def torch_version() -> str:
     """The PyTorch version the table was measured on."""
     return _table()[0]

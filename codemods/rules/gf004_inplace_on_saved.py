@@ -776,6 +776,12 @@ class _Checker:
     def _find_saved_inputs(self, node: ast.AST) -> Iterator[tuple[_Saver, _Alias]]:
         if self.provenance.without_grad(node):
             return  # its ops are out of the graph: they save nothing
+        family = self.provenance.op_key_family(node)
+        if family is not None and not saved_ops.may_save_an_input(family):
+            # `a + b`, `torch.zeros(n)`, `x.view(n)`: evaluating it runs that one op
+            # (`_evaluated_ops`), whose key is `family` or a call shape of it, and no shape
+            # saves an input; its provenance is not built (half the window's ops are these).
+            return
         for origin, within in self._evaluated_ops(node):
             if origin.kind not in _GRAPH_OPS or origin.grad is not Grad.ATTACHED:
                 continue
