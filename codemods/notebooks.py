@@ -43,9 +43,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import nbformat
-import nbformat.reader
-
 from codemods import pipeline
 from codemods.findings import Edit, Finding, Tier
 
@@ -480,6 +477,10 @@ def _joined(source: str | list[str]) -> str:
 
 
 def _read_with_nbformat(text: str) -> Notebook:
+    # Imported here: most notebooks are read straight from their JSON, and nbformat (with
+    # the JSON Schema validator it loads) costs more to import than checking many files.
+    import nbformat.reader
+
     try:
         model = nbformat.reader.reads(text)
     except nbformat.reader.NotJSONError as error:

@@ -23,7 +23,6 @@ from codemods.analysis import FileAnalysis, torch_api
 from codemods.analysis.index import Index, build_index
 from codemods.analysis.refusals import compiler_may_refuse
 from codemods.findings import Edit, Finding, Tier
-from codemods.rewrite import SourceEditor
 from codemods.rules import RULES, Rule, RuleFinding
 from codemods.rules.base import Rewrite
 from codemods.suppressions import is_suppressed
@@ -155,7 +154,11 @@ def _report(
         where = positions[rule_finding.node]
         if not is_suppressed(lines, where.start.line, where.end.line, code):
             kept.append((code, rule_finding))
-    editor = SourceEditor(analysis) if any(_has_fix(f) for _, f in kept) else None
+    editor = None
+    if any(_has_fix(f) for _, f in kept):
+        from codemods.rewrite import SourceEditor  # LibCST: loaded only to write a fix
+
+        editor = SourceEditor(analysis)
     to_apply: dict[ast.AST, Rewrite] = {}
     applied: list[RuleFinding] = []
     overlapped = False

@@ -81,3 +81,33 @@ def test_the_code_reads_no_ast_class_the_oldest_supported_python_lacks() -> None
             ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: ast.{node.attr}")
     assert found == [], "read them with getattr(ast, name, ...) or from index.TRY_TYPES"
+
+
+def test_check_loads_libcst_and_nbformat_only_when_it_needs_them(tmp_path: Path) -> None:
+    """LibCST builds fixes and nbformat reads the notebooks JSON alone cannot: a check with
+    nothing to fix loads neither (importing them cost more CPU than checking many files)."""
+    (tmp_path / "clean.py").write_text(
+        "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n"
+    )
+    (tmp_path / "fixable.py").write_text(
+        "import torch\ntotal = 0.0\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n    total += loss\n"
+    )
+    script = (
+        "import sys\n"
+        "from codemods.cli import main\n"
+        "sys.argv = ['gradfix', 'check', '--no-cache', '-j', '1', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('libcst._nodes' in sys.modules, 'nbformat' in sys.modules, file=sys.stderr)\n"
+    )
+    loaded = {}
+    for name in ("clean.py", "fixable.py"):
+        run = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        loaded[name] = run.stderr.split()[-2:]
+    assert loaded["clean.py"] == ["False", "False"]
+    assert loaded["fixable.py"] == ["True", "False"]

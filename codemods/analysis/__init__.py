@@ -9,6 +9,7 @@ this statement, in which grad mode does it run, where else does this name occur.
 from __future__ import annotations
 
 import ast
+import heapq
 import io
 import tokenize
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -1063,14 +1064,36 @@ class FileAnalysis:
                     for info in owners.get(function, [])
                     if "__init__" in info.methods and info.methods["__init__"] is not function
                 }
-        ordered: list[Function] = []
-        done: set[ScopeNode] = {self.module}
+        # Each step takes the first function, in this order, whose callers are all done, or
+        # the first one left when none is (a cycle). Found with heaps of positions and a
+        # count of the callers not done, not by scanning the functions left at each step:
+        # that made a file of many functions quadratic.
         pending = sorted(functions, key=lambda f: f.name != "__init__")
-        while pending:
-            ready = next((f for f in pending if callers[f] <= done), pending[0])
-            pending.remove(ready)
-            ordered.append(ready)
-            done.add(ready)
+        waiting: dict[ScopeNode, int] = {}  # function -> how many of its callers are not done
+        callees: dict[ScopeNode, list[int]] = {}  # caller -> positions of the functions it calls
+        ready: list[int] = []
+        for position, function in enumerate(pending):
+            waiting[function] = len(callers[function] - {self.module})
+            for caller in callers[function] - {self.module}:
+                callees.setdefault(caller, []).append(position)
+            if not waiting[function]:
+                ready.append(position)
+        left = list(range(len(pending)))  # a heap: every position not taken yet
+        taken = [False] * len(pending)
+        ordered: list[Function] = []
+        while len(ordered) < len(pending):
+            while ready and taken[ready[0]]:
+                heapq.heappop(ready)
+            while taken[left[0]]:
+                heapq.heappop(left)
+            position = ready[0] if ready else left[0]
+            taken[position] = True
+            function = pending[position]
+            ordered.append(function)
+            for callee in callees.get(function, ()):
+                waiting[pending[callee]] -= 1
+                if not waiting[pending[callee]]:
+                    heapq.heappush(ready, callee)
         return ordered
 
     def _calls_of(self, function: Function) -> list[ast.Call]:

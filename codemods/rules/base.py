@@ -7,16 +7,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-import libcst as cst
-
 from codemods.findings import Tier
+from codemods.lazy_libcst import cst
 
 if TYPE_CHECKING:
     from codemods.analysis import FileAnalysis
 
 # How a fix rewrites one node: given the LibCST node at the `ast` node's place in the source
 # (parsed only when a fix is written), the node that replaces it.
-Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
+Rewrite = Callable[["cst.CSTNode"], "cst.CSTNode"]  # names: LibCST is loaded with a fix
 
 
 @dataclass

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
+from codemods.lazy_libcst import cst
 from codemods.rules.base import Rewrite
-
-# Expressions a `.method()` can follow without parentheses: `x.detach()`, `f(x).detach()`,
-# `xs[i].detach()`. Anything else (`a + b`, `a if c else b`, `-x`, `await x`) needs them, or
-# the method applies to its last operand only.
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
 
 def method_call(expression: cst.BaseExpression, method: str) -> cst.Call:
-    """`expression.method()`, parenthesising `expression` unless it is an atom."""
-    if not isinstance(expression, _ATOMS) and not getattr(expression, "lpar", ()):
+    """`expression.method()`, parenthesising `expression` unless it is an atom: `x.detach()`,
+    `f(x).detach()`, `xs[i].detach()`. Anything else (`a + b`, `a if c else b`, `-x`, `await
+    x`) needs them, or the method applies to its last operand only."""
+    atom = isinstance(expression, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+    if not atom and not getattr(expression, "lpar", ()):
         expression = expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.Call(func=cst.Attribute(value=expression, attr=cst.Name(method)))
 

@@ -63,8 +63,6 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import libcst as cst
-
 from codemods.analysis import FileAnalysis, Grad, Kind, Value, torch_api
 from codemods.analysis.detaching import always_rebinds, is_none_test
 from codemods.analysis.flows import Use, follow_expression, follow_target
@@ -81,6 +79,7 @@ from codemods.analysis.provenance import OriginKind, Provenance, evaluated_in, w
 from codemods.analysis.training import in_forward, is_evaluation_function, iterates_batches
 from codemods.analysis.values import UNKNOWN
 from codemods.findings import Tier
+from codemods.lazy_libcst import cst
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling, method_call
 from codemods.rules.gf002_forward_state import forward_state_findings

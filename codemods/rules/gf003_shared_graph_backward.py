@@ -64,8 +64,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-import libcst as cst
-
 from codemods.analysis import FileAnalysis, Grad, Kind, torch_api
 from codemods.analysis.bindings import BindingKind
 from codemods.analysis.imports import dotted_name
@@ -83,6 +81,7 @@ from codemods.analysis.provenance import (
 )
 from codemods.analysis.torch_api import at_word_starts
 from codemods.findings import Tier
+from codemods.lazy_libcst import cst
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import calling
 

@@ -65,8 +65,6 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
 
-import libcst as cst
-
 from codemods.analysis import FileAnalysis, Grad, Kind, saved_ops, torch_api
 from codemods.analysis.counters import counter_slice
 from codemods.analysis.flows import Use, follow_expression
@@ -84,6 +82,7 @@ from codemods.analysis.provenance import (
 from codemods.analysis.syntax import is_false, keyword_argument
 from codemods.analysis.training import in_inference_method
 from codemods.findings import Tier
+from codemods.lazy_libcst import cst
 from codemods.rules.base import Rewrite, Rule, RuleFinding
 from codemods.rules.edits import method_call
 from codemods.rules.gf004_step_before_backward import step_before_backward
@@ -99,28 +98,29 @@ _ERROR = (
     'inplace operation"'
 )
 _LEAF_ERROR = '"a leaf Variable that requires grad is being used in an in-place operation"'
-_AUGMENTED_TO_BINARY: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
-    cst.AddAssign: cst.Add,
-    cst.SubtractAssign: cst.Subtract,
-    cst.MultiplyAssign: cst.Multiply,
-    cst.DivideAssign: cst.Divide,
-    cst.FloorDivideAssign: cst.FloorDivide,
-    cst.ModuloAssign: cst.Modulo,
-    cst.PowerAssign: cst.Power,
-    cst.MatrixMultiplyAssign: cst.MatrixMultiply,
+# By LibCST class name (LibCST is loaded only when a fix is built): each augmented
+# assignment's binary operator, and the precedence of those operators, to parenthesise the
+# right operand of `y = y <op> (value)` only when needed.
+_AUGMENTED_TO_BINARY = {
+    "AddAssign": "Add",
+    "SubtractAssign": "Subtract",
+    "MultiplyAssign": "Multiply",
+    "DivideAssign": "Divide",
+    "FloorDivideAssign": "FloorDivide",
+    "ModuloAssign": "Modulo",
+    "PowerAssign": "Power",
+    "MatrixMultiplyAssign": "MatrixMultiply",
 }
-# Operator precedence, to parenthesise the right operand of `y = y <op> (value)` only when needed.
-_PRECEDENCE: dict[type[cst.BaseBinaryOp], int] = {
-    cst.Power: 4,
-    cst.Multiply: 3,
-    cst.Divide: 3,
-    cst.FloorDivide: 3,
-    cst.Modulo: 3,
-    cst.MatrixMultiply: 3,
-    cst.Add: 2,
-    cst.Subtract: 2,
+_PRECEDENCE = {
+    "Power": 4,
+    "Multiply": 3,
+    "Divide": 3,
+    "FloorDivide": 3,
+    "Modulo": 3,
+    "MatrixMultiply": 3,
+    "Add": 2,
+    "Subtract": 2,
 }
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
 # The same operators and atoms as `ast` has them, for the text of messages: each operator's
 # text and precedence; `True`, `False` and `None` were names, numbers other than complex atoms.
 _OPERATOR_TEXT: dict[type[ast.operator], tuple[str, int]] = {
@@ -1777,7 +1777,7 @@ def _string_index(target: ast.Subscript) -> bool:
 
 
 def _is_atom(expression: ast.expr) -> bool:
-    """What `.clone()` can follow without parentheses (`_ATOMS`, as `ast` has them)."""
+    """What `.clone()` can follow without parentheses (`_is_cst_atom`, as `ast` has them)."""
     if isinstance(expression, ast.Constant):
         return type(expression.value) in _ATOM_CONSTANTS
     return isinstance(expression, _AST_ATOMS)
@@ -1876,7 +1876,7 @@ def _false(flag: cst.CSTNode) -> cst.CSTNode:
 
 def _cloned(expression: cst.CSTNode) -> cst.CSTNode:
     assert isinstance(expression, cst.BaseExpression)
-    if not isinstance(expression, _ATOMS):
+    if not _is_cst_atom(expression):
         expression = _parenthesized(expression)
     return method_call(expression, "clone")
 
@@ -1903,13 +1903,13 @@ def _rebinding_twin(statement: cst.CSTNode) -> cst.CSTNode:
 def _assignment_of(statement: cst.CSTNode) -> cst.CSTNode:
     """`y += v` as `y = y + v` (parenthesising `v` where precedence needs it)."""
     assert isinstance(statement, cst.AugAssign)
-    operator = _AUGMENTED_TO_BINARY[type(statement.operator)]()
+    operator = getattr(cst, _AUGMENTED_TO_BINARY[type(statement.operator).__name__])()
     value = statement.value
     if isinstance(value, cst.BinaryOperation):
-        inner = _PRECEDENCE.get(type(value.operator), 0)
-        if inner <= _PRECEDENCE.get(type(operator), 0):
+        inner = _PRECEDENCE.get(type(value.operator).__name__, 0)
+        if inner <= _PRECEDENCE.get(type(operator).__name__, 0):
             value = _parenthesized(value)
-    elif not isinstance(value, (*_ATOMS, cst.UnaryOperation)):
+    elif not (_is_cst_atom(value) or isinstance(value, cst.UnaryOperation)):
         value = _parenthesized(value)
     return cst.Assign(
         targets=[cst.AssignTarget(target=statement.target)],
@@ -1918,6 +1918,12 @@ def _assignment_of(statement: cst.CSTNode) -> cst.CSTNode:
         ),
         semicolon=statement.semicolon,
     )
+
+
+def _is_cst_atom(expression: cst.CSTNode) -> bool:
+    """What `.clone()` can follow without parentheses, and what needs none as an operand."""
+    atoms = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
+    return isinstance(expression, atoms)
 
 
 def _parenthesized(expression: cst.BaseExpression) -> cst.BaseExpression:

@@ -9,11 +9,10 @@ import ast
 import json
 import re
 
-import libcst as cst
-
 from codemods.analysis import FileAnalysis, Kind, Value
 from codemods.analysis.index import FUNCTION_TYPES
 from codemods.analysis.interpreter import target_key
+from codemods.lazy_libcst import cst
 from codemods.rules.base import Rewrite
 
 # A dict that is not a plain one: a copy made with `{**d, ...}` would change its type.
