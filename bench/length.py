@@ -7,7 +7,10 @@ Two series of generated training loops, each run through the whole pipeline in t
 and writes the fix the loop's `total += loss` gets):
 
 - `chain`: N chained reassignments `x = x * 1.0` inside the loop body;
-- `elif`: one `if`/`elif` chain of N branches inside the loop body.
+- `elif`: one `if`/`elif` chain of N branches inside the loop body;
+- `calls`: N module functions, each calling the one defined before it (the order in which
+  callers run before their callees is found from the last one back), the last one called in
+  the loop body.
 
 It prints, per series and size, the best of `--repeat` runs and the time per line: linear
 growth keeps that last column flat. Times are CPU seconds of this process
@@ -27,15 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from codemods.pipeline import RunOptions, process_source
 from codemods.rules import RULES
 
-HEAD = """import torch
+IMPORTS = """import torch
 from torch import nn
 
-model = nn.Linear(4, 4)
+"""
+HEAD = (
+    IMPORTS
+    + """model = nn.Linear(4, 4)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 total = 0.0
 for step in range(3):
     x = model(torch.randn(2, 4))
 """
+)
 TAIL = """    loss = x.pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
@@ -55,7 +62,14 @@ def elif_chain(size: int) -> str:
     return HEAD + "".join(branches) + TAIL
 
 
-SERIES: dict[str, Callable[[int], str]] = {"chain": chain, "elif": elif_chain}
+def calls(size: int) -> str:
+    functions = ["def f0(x):\n    return x\n\n"]
+    functions += [f"def f{i}(x):\n    return f{i - 1}(x) * 1.0\n\n" for i in range(1, size)]
+    body = f"    x = f{size - 1}(x)\n"
+    return IMPORTS + "".join(functions) + HEAD.removeprefix(IMPORTS) + body + TAIL
+
+
+SERIES: dict[str, Callable[[int], str]] = {"chain": chain, "elif": elif_chain, "calls": calls}
 
 
 def best_time(source: bytes, options: RunOptions, repeat: int) -> float:

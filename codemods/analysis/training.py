@@ -104,7 +104,7 @@ class TrainingSteps:
                 return True  # `opt.first_step()`: a name is only a hint, but this lowers a tier
         scope = self._analysis.scope_of(call)
         return any(
-            self._function_does(f, self._updates, _updates_in_place, frozenset())
+            self._function_does(f, self._updates, _updates_in_place, set())
             for f in self._callees(call, scope)
         )
 
@@ -135,7 +135,7 @@ class TrainingSteps:
         if runs(call):
             return True
         return any(
-            self._function_does(callee, memo, runs, frozenset())
+            self._function_does(callee, memo, runs, set())
             for callee in self._callees(call, self._analysis.scope_of(call))
         )
 
@@ -153,7 +153,7 @@ class TrainingSteps:
         known = self._loop_reaches.get(loop)
         if known is None:
             known = self._loop_reaches[loop] = self._calls_do(
-                loop.body, scope, self._reaches, self._is_step, frozenset()
+                loop.body, scope, self._reaches, self._is_step, set()
             )
         return known
 
@@ -166,7 +166,7 @@ class TrainingSteps:
         )
 
     def function_reaches_step(self, function: Function) -> bool:
-        return self._function_does(function, self._reaches, self._is_step, frozenset())
+        return self._function_does(function, self._reaches, self._is_step, set())
 
     def called_by_training_step(self, function: Function) -> bool:
         """Whether the file calls `function` from code that trains: a function or method
@@ -314,7 +314,7 @@ class TrainingSteps:
                 if self._is_random_draw(inner):  # type: ignore[arg-type]
                     return inner
                 for callee in self._callees(inner, scope):  # type: ignore[arg-type]
-                    if self._function_does(callee, self._draws, self._is_random_draw, frozenset()):
+                    if self._function_does(callee, self._draws, self._is_random_draw, set()):
                         return inner
         return None
 
@@ -355,16 +355,21 @@ class TrainingSteps:
         function: Function,
         memo: dict[Function, bool],
         direct: Callable[[ast.Call], bool],
-        seen: frozenset[ast.AST],
+        seen: set[ast.AST],
     ) -> bool:
         """Whether `function` makes a call `direct` accepts, itself or through the file's own
-        functions it calls (memoised in `memo`)."""
+        functions it calls (memoised in `memo`). `seen`: the functions on the way here, added
+        and removed in place (a new set at each step made a long chain of calls quadratic)."""
         known = memo.get(function)
         if known is not None:
             return known
         if function in seen:
             return False
-        result = self._calls_do(function.body, function, memo, direct, seen | {function})
+        seen.add(function)
+        try:
+            result = self._calls_do(function.body, function, memo, direct, seen)
+        finally:
+            seen.discard(function)
         memo[function] = result
         return result
 
@@ -374,7 +379,7 @@ class TrainingSteps:
         scope: ast.AST,
         memo: dict[Function, bool],
         direct: Callable[[ast.Call], bool],
-        seen: frozenset[ast.AST],
+        seen: set[ast.AST],
     ) -> bool:
         """Whether a statement of `body` (a loop's or a function's) makes such a call."""
         for statement in body:
