@@ -52,7 +52,7 @@ def main() -> None:
             seconds["text gate"] += clock() - start
             start = clock()
             if not rules:
-                pipeline.syntax_error(source)
+                pipeline.syntax_error(source, text=text)
                 seconds["syntax check only"] += clock() - start
                 continue
             # `pipeline.checked_tree`'s steps, timed one by one
@@ -60,7 +60,7 @@ def main() -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    tree = ast.parse(source)
+                    tree = ast.parse(pipeline.parser_input(source, decoded))
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     continue
                 seconds["parse"] += clock() - start
