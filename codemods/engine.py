@@ -154,8 +154,8 @@ def process_bytes(
     must still hold `source`, and lie under `roots`); otherwise the rewritten bytes are
     returned in `new_source`. What the pipeline finds is recorded in `cache`. Never raises
     but BudgetExceeded."""
-    # Imported here, not above: LibCST and nbformat take longer to load than a warm run over
-    # thousands of files, which never needs them.
+    # Imported here, not above: the pipeline (the analysis and the rules) takes longer to load
+    # than a warm run over thousands of files, which never needs it.
     from codemods import notebooks
 
     try:

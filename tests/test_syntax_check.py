@@ -66,6 +66,8 @@ COMPILE_ONLY_ERRORS = {
     "257 targets before a star": ", ".join(f"a{i}" for i in range(257)) + ", *rest = x\n",
     "repeated class keyword": "class A(metaclass=M, metaclass=N):\n    pass\n",
     "duplicate lambda parameter": "g = lambda a, *, a: a\n",
+    "star parameter repeating a name": "def f(a, *a):\n    pass\n",
+    "keyword repeated in a nested call": "f(g(a=1, b=2, a=3), a=4)\n",
     "walrus rebinding a comprehension variable": "y = [x := 1 for x in z]\n",
     "walrus in a comprehension in a class body": "class A:\n    y = [(z := 1) for x in w]\n",
     "walrus in a comprehension's iterable": "y = [x for x in (z := w)]\n",
@@ -135,6 +137,10 @@ ACCEPTED = {
     ),
     "starred calls, displays, targets": "f(*a, **k)\nb = [*a, *c]\nhead, *tail = a\nt = (*a, 1)\n",
     "distinct keywords": "f(lr=1, momentum=0.9)\nclass A(B, metaclass=M):\n    pass\n",
+    "a keyword or parameter name in several calls and signatures": (
+        "f(a=1, **k, **j)\ng(a=f(a=2))\nclass A(metaclass=M):\n    def m(self, a, *b, **c):\n"
+        "        return lambda a, b: a\n"
+    ),
     "future annotations after a docstring": '"""Doc."""\nfrom __future__ import annotations\n',
     "a star import at module level": "if x:\n    from m import *\n",
     "except clauses ending in a bare one": (

@@ -88,9 +88,8 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
         or any(_outside_loop(node, index) for node in by_type.get(ast.Continue, ()))
         or any(_misplaced_star(node, index) for node in by_type.get(ast.Starred, ()))  # type: ignore[arg-type]
         or any(_bare_except_not_last(node) for node in by_type.get(ast.Try, ()))  # type: ignore[arg-type]
-        or any(_repeated_keyword(node.keywords) for node in by_type.get(ast.Call, ()))  # type: ignore[attr-defined]
-        or any(_repeated_keyword(node.keywords) for node in by_type.get(ast.ClassDef, ()))  # type: ignore[attr-defined]
-        or any(_repeated_parameter(node) for node in by_type.get(ast.arguments, ()))  # type: ignore[arg-type]
+        or _repeated_name(ast.keyword, index)
+        or _repeated_name(ast.arg, index)
         or _nested_too_deep(index)
     )
 
@@ -222,17 +221,16 @@ def _bare_except_not_last(node: ast.Try) -> bool:
     return any(handler.type is None for handler in node.handlers[:-1])
 
 
-def _repeated_keyword(keywords: list[ast.keyword]) -> bool:
-    if len(keywords) < 2:
-        return False
-    names = [keyword.arg for keyword in keywords if keyword.arg is not None]
-    return len(set(names)) < len(names)
-
-
-def _repeated_parameter(node: ast.arguments) -> bool:
-    names = [arg.arg for arg in (*node.posonlyargs, *node.args, *node.kwonlyargs)]
-    names.extend(arg.arg for arg in (node.vararg, node.kwarg) if arg is not None)
-    return len(set(names)) < len(names)
+def _repeated_name(kind: type[ast.keyword] | type[ast.arg], index: Index) -> bool:
+    """A keyword argument named twice in one call or class header (`kind` `keyword`; `**kw`
+    has no name), or a parameter name twice in one signature (`arg`, the star parameters
+    included): the same name under the same parent. One pass over those nodes, not a
+    function call per call and signature of a model library."""
+    parents = index.parents
+    named = [(parents[node], node.arg) for node in index.by_type.get(kind, ())]  # type: ignore[attr-defined]
+    if kind is ast.keyword:
+        named = [pair for pair in named if pair[1] is not None]
+    return len(set(named)) < len(named)
 
 
 def _nested_too_deep(index: Index) -> bool:
