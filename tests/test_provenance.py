@@ -256,9 +256,9 @@ def test_index_keys_read_the_subscript_parts() -> None:
 
 def test_op_key_family_is_the_key_its_provenance_has_less_the_call_shape() -> None:
     source = Source("""
-        def step(x, n):
+        def step(x, n, s):
             h = head(x)
-            return h + 1, h * h, h.view(n), torch.zeros(n), h.sum(1), n.view(2), x | n
+            return h + 1, h * h, h.view(n), torch.zeros(n), h.sum(1), n.view(2), x | n, s.scale(h)
         """)
     family = source.provenance.op_key_family
     for code, key in [
@@ -267,7 +267,8 @@ def test_op_key_family_is_the_key_its_provenance_has_less_the_call_shape() -> No
         ("h.view(n)", "Tensor.view"),
         ("torch.zeros(n)", "torch.zeros"),
         ("h.sum(1)", "Tensor.sum"),
-        ("n.view(2)", None),  # not known to be a tensor
+        ("n.view(2)", "Tensor.view"),  # not known to be a tensor: the same op
+        ("s.scale(h)", None),  # a multiplication, as for a GradScaler
         ("x | n", None),
     ]:
         node = source.nodes(code)[-1]

@@ -559,7 +559,9 @@ class FileAnalysis:
     def _module_calls(self) -> dict[str | None, list[ast.Call]]:
         calls: dict[str | None, list[ast.Call]] = {}
         for node in self.index.of_types(ast.Call):
-            if isinstance(node, ast.Call) and self.statement_of(node) is not None:
+            if isinstance(node, ast.Call):
+                # A call outside the interpreted statements is left out without asking where
+                # it stands: its callee, in the same statement, is then UNKNOWN.
                 callee = self.value_of(node.func)
                 if callee.kind is not Kind.MODULE:
                     continue

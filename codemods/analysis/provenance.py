@@ -231,9 +231,11 @@ class Provenance:
         (`[scalar]`, `[dim]`, ...) that its provenance may add, when it is known without
         building that provenance: for an arithmetic operator (`operator.add`) and a call of
         a `torch.` function (`torch.zeros`; `_call` sends every one to `_torch_call`), and
-        for a keyed method of what the interpreter knows is a tensor (`x.view(n)`, which
-        `_method_call` makes an op of that key, or data, as for `x.detach()`); else None.
-        An operator with no key (`a | b`) gives None too."""
+        for a keyed method of what the interpreter knows is a tensor or knows nothing of
+        (`x.view(n)`, which `_method_call` makes an op of that key, or data, as for
+        `x.detach()`: it treats both receivers alike but for `scaler.scale(loss)`, a
+        multiplication, so `scale` of an unknown receiver gives None); else None. An
+        operator with no key (`a | b`) gives None too."""
         key: str | None = None
         if type(node) is ast.BinOp:
             key = _operator_key(node)  # type: ignore[arg-type]
@@ -242,13 +244,10 @@ class Provenance:
             key = self.analysis.qualified_name(func)
             if key is not None and not key.startswith("torch."):
                 key = None
-            if (
-                key is None
-                and type(func) is ast.Attribute
-                and _keyed_tensor_method(func.attr)
-                and self.analysis.value_of(func.value).kind is Kind.TENSOR
-            ):
-                key = f"Tensor.{func.attr}"
+            if key is None and type(func) is ast.Attribute and _keyed_tensor_method(func.attr):
+                receiver = self.analysis.value_of(func.value).kind
+                if receiver is Kind.TENSOR or (receiver is Kind.UNKNOWN and func.attr != "scale"):
+                    key = f"Tensor.{func.attr}"
         return _table_key(key, ())
 
     def without_grad(self, node: ast.AST) -> bool:
