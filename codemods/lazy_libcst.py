@@ -1,5 +1,5 @@
 """LibCST, loaded when a fix is first built: `gradfix check` with nothing to fix never needs
-it, and importing it costs about as much CPU as checking a hundred model files (in gradfix and
+it, and importing it costs about as much CPU as checking ten model files (in gradfix and
 again in its fork server, which preloads the rules).
 
 `cst` is the `libcst` module itself, registered as it: its contents are loaded at the first
