@@ -27,7 +27,7 @@ main()
 """
 
 
-@pytest.mark.parametrize("module", ["typer", "libcst", "codemods.output"])
+@pytest.mark.parametrize("module", ["typer", "codemods.analysis", "codemods.output"])
 def test_ctrl_c_while_starting_up_exits_130_quietly(tmp_path: Path, module: str) -> None:
     (tmp_path / "a.py").write_text("x = 1\n")
     script = INTERRUPTED_WHILE_IMPORTING.format(module=module)
