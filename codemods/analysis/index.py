@@ -9,8 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as _field
-from itertools import repeat
-from typing import Generic, TypeVar
+from itertools import islice, repeat
 
 ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -23,33 +22,67 @@ BRANCH_TYPES: tuple[type[ast.AST], ...] = (ast.If, *TRY_TYPES, ast.Match, ast.If
 Loop = ast.For | ast.AsyncFor | ast.While
 
 
-T = TypeVar("T")
+class SubtreeEnds:
+    """`end[node]`: the position after the last node of `node`'s subtree, found on the way
+    down its last children to the rightmost leaf (whose end is its position plus one), and
+    remembered for every node on that way. A list of every node's end cost a fifth of the
+    index; a file asks it of a few nodes in a hundred."""
 
+    __slots__ = ("_known", "_last_child", "_start")
 
-class ByPosition(Generic[T]):
-    """What a dict from each node to a value answers (`[node]`, `.get(node)`), read from a
-    list by the node's position in `start`: building a dict of every node of a model library
-    cost a fifth of the index, for answers asked of a few nodes in a hundred. `from_first`:
-    the first node (the module) with a value; otherwise, as the root, it has none."""
-
-    __slots__ = ("_first", "_start", "_values")
-
-    def __init__(self, start: dict[ast.AST, int], values: list[T], from_first: bool) -> None:
+    def __init__(self, start: dict[ast.AST, int], last_child: dict[ast.AST, ast.AST]) -> None:
         self._start = start
-        self._values = values
-        self._first = 0 if from_first else 1
+        self._last_child = last_child
+        self._known: dict[ast.AST, int] = {}
 
-    def __getitem__(self, node: ast.AST) -> T:
-        position = self._start[node]
-        if position < self._first:
-            raise KeyError(node)
-        return self._values[position]
+    def __getitem__(self, node: ast.AST) -> int:
+        known = self._known
+        end = known.get(node)
+        if end is not None:
+            return end
+        path = [node]
+        last_child = self._last_child.get(node)
+        while last_child is not None:
+            end = known.get(last_child)
+            if end is not None:
+                break
+            path.append(last_child)
+            last_child = self._last_child.get(last_child)
+        else:
+            end = self._start[path[-1]] + 1  # KeyError for a node not in the tree
+        for walked in path:
+            known[walked] = end
+        return end
 
-    def get(self, node: ast.AST, default: T | None = None) -> T | None:
-        position = self._start.get(node)
-        if position is None or position < self._first:
-            return default
-        return self._values[position]
+
+class FieldOf:
+    """`field[node]`, `field.get(node)`: the name of the parent's field that holds `node`,
+    read from the parent's fields the first time one of its children is asked about (a
+    file asks it of a few nodes in a thousand). The module, which has no parent, has none."""
+
+    __slots__ = ("_known", "_parents")
+
+    def __init__(self, parents: dict[ast.AST, ast.AST]) -> None:
+        self._parents = parents
+        self._known: dict[ast.AST, dict[ast.AST, str]] = {}
+
+    def __getitem__(self, node: ast.AST) -> str:
+        return self._fields(self._parents[node])[node]
+
+    def get(self, node: ast.AST, default: str | None = None) -> str | None:
+        parent = self._parents.get(node)
+        return default if parent is None else self._fields(parent)[node]
+
+    def _fields(self, parent: ast.AST) -> dict[ast.AST, str]:
+        fields = self._known.get(parent)
+        if fields is None:
+            fields = self._known[parent] = {}
+            for name in _fields_of(type(parent)):
+                held = getattr(parent, name, None)
+                for child in held if type(held) is list else (held,):
+                    if isinstance(child, ast.AST):  # not a `None` (`{**d}`'s key)
+                        fields[child] = name
+        return fields
 
 
 @dataclass
@@ -60,18 +93,64 @@ class ClassInfo:
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = _field(default_factory=dict)
 
 
+# The node classes `of_types` answers for: those the analysis, the rules and the compile
+# check ask about. Recording every node by its class cost a tenth of the index, a third of
+# it for `Name`s that nothing asks for.
+RECORDED_TYPES: frozenset[type[ast.AST]] = frozenset(
+    {
+        ast.Assign,
+        ast.AugAssign,
+        ast.Attribute,
+        ast.BinOp,
+        ast.Call,
+        ast.Constant,
+        ast.keyword,
+        ast.arg,
+        ast.Lambda,
+        ast.NamedExpr,
+        ast.ListComp,
+        ast.SetComp,
+        ast.GeneratorExp,
+        ast.DictComp,
+        ast.comprehension,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+        ast.For,
+        ast.AsyncFor,
+        ast.While,
+        ast.With,
+        ast.AsyncWith,
+        ast.Try,
+        ast.Match,
+        ast.Return,
+        ast.Break,
+        ast.Continue,
+        ast.Yield,
+        ast.YieldFrom,
+        ast.Await,
+        ast.Starred,
+        ast.ImportFrom,
+        ast.Global,
+        ast.Nonlocal,
+        # `except*` (3.11 on) and `type X = ...` (3.12 on), where the running Python has them
+        *filter(None, [getattr(ast, "TryStar", None), getattr(ast, "TypeAlias", None)]),
+    }
+)
+
+
 @dataclass
 class Index:
     parents: dict[ast.AST, ast.AST] = _field(default_factory=dict)
     # The name of the parent's field that holds each node but the module (`"body"`,
     # `"orelse"`, `"test"`, `"args"`, ...): with `parents`, a statement's block is
     # `(parent, field)`.
-    field: ByPosition[str] = _field(default_factory=lambda: ByPosition({}, [], False))
+    field: FieldOf = _field(default_factory=lambda: FieldOf({}))
     # Pre-order position of each node, and the position after its last descendant: `a`
     # contains `b` when start[a] <= start[b] and end[b] <= end[a]; source order is start order.
     order: list[ast.AST] = _field(default_factory=list)  # every node, in source order
     start: dict[ast.AST, int] = _field(default_factory=dict)
-    end: ByPosition[int] = _field(default_factory=lambda: ByPosition({}, [], True))
+    end: SubtreeEnds = _field(default_factory=lambda: SubtreeEnds({}, {}))
     scope_of: dict[ast.AST, ScopeNode] = _field(default_factory=dict)  # for Name/Attribute
     # scope -> name -> its Name nodes in that scope (nested functions not included)
     names: dict[ScopeNode, dict[str, list[ast.Name]]] = _field(
@@ -91,16 +170,20 @@ class Index:
     )
     # callee name (function name, or method name for `x.name(...)`) -> calls
     calls_by_name: dict[str, list[ast.Call]] = _field(default_factory=lambda: defaultdict(list))
-    # node class -> its nodes, in source order (`of_types`)
-    by_type: dict[type, list[ast.AST]] = _field(default_factory=lambda: defaultdict(list))
+    # node class (of RECORDED_TYPES) -> its nodes, in source order: read by `of_types`
+    by_type: dict[type, list[ast.AST]] = _field(
+        default_factory=lambda: {kind: [] for kind in RECORDED_TYPES}
+    )
     depth: int = 0  # of the deepest node; the module is at 0
 
     def of_types(self, *kinds: type[ast.AST]) -> list[ast.AST]:
         """The nodes of these (concrete) classes, in source order: what a rule looking for a
-        few kinds of statements reads instead of every node of the file."""
+        few kinds of statements reads instead of every node of the file. A class not in
+        RECORDED_TYPES is refused (KeyError), not answered with no nodes."""
+        by_type = self.by_type
         if len(kinds) == 1:
-            return self.by_type.get(kinds[0], [])
-        nodes = [node for kind in kinds for node in self.by_type.get(kind, [])]
+            return by_type[kinds[0]]
+        nodes = [node for kind in kinds for node in by_type[kind]]
         nodes.sort(key=self.start.__getitem__)
         return nodes
 
@@ -131,8 +214,8 @@ _SKIPPED_FIELDS = frozenset(
         "rest",
     }
 )
-# Children of a node, in source order, each with the name of the field that holds it.
-Children = list[tuple[ast.AST, str]]
+# Children of a node, in source order.
+Children = list[ast.AST]
 # Per node class: the fields that may hold nodes, in source order (`_fields_of`), or a
 # function that lists the children of the classes whose fields interleave in the source
 # (None: not this time, the fields' order will do).
@@ -164,8 +247,8 @@ def _dict_children(node: ast.Dict) -> Children:  # type: ignore[misc]
     children: Children = []
     for key, value in zip(node.keys, node.values, strict=True):
         if key is not None:
-            children.append((key, "keys"))
-        children.append((value, "values"))
+            children.append(key)
+        children.append(value)
     return children
 
 
@@ -173,8 +256,8 @@ def _match_mapping_children(node: ast.MatchMapping) -> Children:  # type: ignore
     """`case {k: pattern, **rest}`: keys and patterns interleaved."""
     children: Children = []
     for key, pattern in zip(node.keys, node.patterns, strict=True):
-        children.append((key, "keys"))
-        children.append((pattern, "patterns"))
+        children.append(key)
+        children.append(pattern)
     return children
 
 
@@ -182,20 +265,20 @@ def _arguments_children(node: ast.arguments) -> Children:  # type: ignore[misc]
     """Parameters with their defaults after them, as the source writes them; the defaults
     align to the end of `posonlyargs + args`."""
     children: Children = []
-    positional = [(p, "posonlyargs") for p in node.posonlyargs] + [(p, "args") for p in node.args]
+    positional = [*node.posonlyargs, *node.args]
     first_default = len(positional) - len(node.defaults)
-    for position, (param, name) in enumerate(positional):
-        children.append((param, name))
+    for position, param in enumerate(positional):
+        children.append(param)
         if position >= first_default:
-            children.append((node.defaults[position - first_default], "defaults"))
+            children.append(node.defaults[position - first_default])
     if node.vararg is not None:
-        children.append((node.vararg, "vararg"))
+        children.append(node.vararg)
     for param, default in zip(node.kwonlyargs, node.kw_defaults, strict=True):
-        children.append((param, "kwonlyargs"))
+        children.append(param)
         if default is not None:
-            children.append((default, "kw_defaults"))
+            children.append(default)
     if node.kwarg is not None:
-        children.append((node.kwarg, "kwarg"))
+        children.append(node.kwarg)
     return children
 
 
@@ -205,9 +288,9 @@ def _call_children(node: ast.Call) -> Children | None:  # type: ignore[misc]
     args, keywords = node.args, node.keywords
     if not (args and keywords and _before(keywords[0], args[-1])):
         return None
-    mixed: Children = [(arg, "args") for arg in args] + [(k, "keywords") for k in keywords]
-    mixed.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))  # type: ignore[attr-defined]
-    return [(node.func, "func"), *mixed]
+    mixed: Children = [*args, *keywords]
+    mixed.sort(key=lambda child: (child.lineno, child.col_offset))  # type: ignore[attr-defined]
+    return [node.func, *mixed]
 
 
 def _before(a: ast.AST, b: ast.AST) -> bool:
@@ -231,18 +314,18 @@ class _Indexer:
 
     def walk(self, root: ast.Module) -> None:
         """Pre-order, iteratively: deeply nested expressions must not hit the recursion limit.
-        Positions, parents and fields are kept in lists while walking; positions and parents
-        are made dicts at the end (in C), ends and fields are read by position: a model library
-        has millions of nodes, and only scopes need a step on the way out."""
+        Nodes and their parents are kept in two lists while walking and made dicts at the
+        end (in C); ends and fields are found when asked (`SubtreeEnds`, `FieldOf`): a model
+        library has millions of nodes, and only scopes need a step on the way out."""
         index = self.index
         order = index.order
+        record = order.append
+        parent_nodes: list[ast.AST | None] = []
+        record_parent = parent_nodes.append
         by_type = index.by_type
-        parent_positions: list[int] = []
-        field_names: list[str] = []
         AST = ast.AST
-        # (node, its parent's position, the parent's field, its depth), or (None, what was
-        # entered, "", 0) to leave a scope.
-        pending: list[tuple[ast.AST | None, int | str, str, int]] = [(root, -1, "", 0)]
+        # (node, its parent, its depth), or (None, what was entered, 0) to leave a scope.
+        pending: list[tuple[ast.AST | None, ast.AST | str | None, int]] = [(root, None, 0)]
         deepest = 0
         pop, push, extend = pending.pop, pending.append, pending.extend
         scope_of = index.scope_of
@@ -251,24 +334,22 @@ class _Indexer:
         plans = _PLANS
         # local: compared for every node
         Name, Constant, Attribute, Call = ast.Name, ast.Constant, ast.Attribute, ast.Call
+        constants = by_type[Constant]
         classes = self.classes
         self_attributes = index.self_attributes
         calls_by_name = index.calls_by_name
         while pending:
-            node, parent_position, in_field, depth = pop()
+            node, parent, depth = pop()
             if node is None:
-                if parent_position == "function":
+                if parent == "function":
                     scopes.pop()
                 self.classes.pop()
                 continue
-            position = len(order)
-            order.append(node)
-            parent_positions.append(parent_position)  # type: ignore[arg-type]
-            field_names.append(in_field)
-            kind = type(node)
-            by_type[kind].append(node)
+            record(node)
+            record_parent(parent)  # type: ignore[arg-type]
             if depth > deepest:
                 deepest = depth
+            kind = type(node)
             if kind is Name:
                 # Every `Name` is a variable: parameters are `ast.arg`, and the names of
                 # definitions, attributes, keywords and imports are plain strings.
@@ -277,11 +358,14 @@ class _Indexer:
                 names_of[scope][node.id].append(node)  # type: ignore[attr-defined]
                 continue  # `ctx` is its only node, shared: nothing below
             if kind is Constant:
+                constants.append(node)
                 continue  # a leaf
             plan = plans.get(kind)
             if plan is None:
                 plan = plans[kind] = _plan(kind)
-            names, special, entering = plan
+            names, special, entering, recorded = plan
+            if recorded:
+                by_type[kind].append(node)
             if entering:
                 # `x.attr` and calls, the most frequent, here; definitions in `enter`
                 if kind is Attribute:
@@ -297,36 +381,33 @@ class _Indexer:
                     elif type(callee) is Attribute:
                         calls_by_name[callee.attr].append(node)  # type: ignore[arg-type]
                 else:
-                    parent = order[parent_position] if parent_position >= 0 else None  # type: ignore[index,operator]
-                    push((None, self.enter(node, parent), "", 0))
+                    push((None, self.enter(node, parent), 0))  # type: ignore[arg-type]
+            depth += 1
             if special is not None:
                 found = special(node)
                 if found is not None:
                     found.reverse()
-                    extend((child, position, name, depth + 1) for child, name in found)  # type: ignore[misc]
+                    extend(zip(found, repeat(node), repeat(depth)))
                     continue
             # Children are pushed last first, so that they are popped in source order.
-            depth += 1
             for name in names:
                 child = getattr(node, name, None)
                 if child is None:
                     continue
                 if type(child) is list:
                     if child:
-                        extend(zip(reversed(child), repeat(position), repeat(name), repeat(depth)))
+                        extend(zip(reversed(child), repeat(node), repeat(depth)))
                 elif isinstance(child, AST):
-                    push((child, position, name, depth))
-        # A node's subtree ends where its last descendant's does: children come after parents.
-        ends = list(range(1, len(order) + 1))
-        for position in range(len(order) - 1, 0, -1):
-            parent = parent_positions[position]
-            if ends[parent] < ends[position]:
-                ends[parent] = ends[position]
+                    push((child, node, depth))
         index.start = dict(zip(order, range(len(order)), strict=True))
-        index.end = ByPosition(index.start, ends, from_first=True)
-        parents = [order[position] for position in parent_positions[1:]]
-        index.parents = dict(zip(order[1:], parents, strict=True))
-        index.field = ByPosition(index.start, field_names, from_first=False)
+        # The module, first, has no parent.
+        children, parents = islice(order, 1, None), islice(parent_nodes, 1, None)
+        index.parents = dict(zip(children, parents, strict=True))
+        # A parent's children come in source order: the last one stored for it is its last.
+        children, parents = islice(order, 1, None), islice(parent_nodes, 1, None)
+        last_child = dict(zip(parents, children, strict=True))
+        index.end = SubtreeEnds(index.start, last_child)  # type: ignore[arg-type]
+        index.field = FieldOf(index.parents)
         index.depth = deepest
 
     def enter(self, node: ast.AST, parent: ast.AST | None) -> str:
@@ -351,13 +432,19 @@ class _Indexer:
 
 _ENTERED = frozenset({ast.Attribute, ast.Call, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 # Per node class, what the walk does with its nodes: the fields to push (last first), the
-# function that lists interleaved children, whether `enter` records it. Looked up once per
-# node.
-_PLANS: dict[type, tuple[tuple[str, ...], Callable[[ast.AST], Children | None] | None, bool]] = {}
+# function that lists interleaved children, whether `enter` records it, whether `by_type`
+# does. Looked up once per node.
+_Plan = tuple[tuple[str, ...], Callable[[ast.AST], Children | None] | None, bool, bool]
+_PLANS: dict[type, _Plan] = {}
 
 
-def _plan(kind: type) -> tuple[tuple[str, ...], Callable[[ast.AST], Children | None] | None, bool]:
-    return tuple(reversed(_fields_of(kind))), _SPECIAL.get(kind), kind in _ENTERED
+def _plan(kind: type) -> _Plan:
+    return (
+        tuple(reversed(_fields_of(kind))),
+        _SPECIAL.get(kind),
+        kind in _ENTERED,
+        kind in RECORDED_TYPES,
+    )
 
 
 def build_index(tree: ast.Module) -> Index:
