@@ -151,7 +151,9 @@ class Index:
     order: list[ast.AST] = _field(default_factory=list)  # every node, in source order
     start: dict[ast.AST, int] = _field(default_factory=dict)
     end: SubtreeEnds = _field(default_factory=lambda: SubtreeEnds({}, {}))
-    scope_of: dict[ast.AST, ScopeNode] = _field(default_factory=dict)  # for Name/Attribute
+    # Filled by `FileAnalysis.scope_of` as it is asked, for every node on the way up: a file
+    # asks it of one `Name` or `Attribute` in twenty-five, so the walk does not record them.
+    scope_of: dict[ast.AST, ScopeNode] = _field(default_factory=dict)
     # scope -> name -> its Name nodes in that scope (nested functions not included)
     names: dict[ScopeNode, dict[str, list[ast.Name]]] = _field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
@@ -328,7 +330,6 @@ class _Indexer:
         pending: list[tuple[ast.AST | None, ast.AST | str | None, int]] = [(root, None, 0)]
         deepest = 0
         pop, push, extend = pending.pop, pending.append, pending.extend
-        scope_of = index.scope_of
         names_of = index.names
         scopes = self.scopes
         plans = _PLANS
@@ -353,9 +354,7 @@ class _Indexer:
             if kind is Name:
                 # Every `Name` is a variable: parameters are `ast.arg`, and the names of
                 # definitions, attributes, keywords and imports are plain strings.
-                scope = scopes[-1]
-                scope_of[node] = scope
-                names_of[scope][node.id].append(node)  # type: ignore[attr-defined]
+                names_of[scopes[-1]][node.id].append(node)  # type: ignore[attr-defined]
                 continue  # `ctx` is its only node, shared: nothing below
             if kind is Constant:
                 constants.append(node)
@@ -369,7 +368,6 @@ class _Indexer:
             if entering:
                 # `x.attr` and calls, the most frequent, here; definitions in `enter`
                 if kind is Attribute:
-                    scope_of[node] = scopes[-1]
                     owner = classes[-1]
                     value = node.value  # type: ignore[attr-defined]
                     if owner is not None and type(value) is Name and value.id == "self":
