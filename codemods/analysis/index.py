@@ -332,6 +332,7 @@ class _Indexer:
         pop, push, extend = pending.pop, pending.append, pending.extend
         names_of = index.names
         scopes = self.scopes
+        names_here = names_of[root]  # those of the scope the walk is in
         plans = _PLANS
         # local: compared for every node
         Name, Constant, Attribute, Call = ast.Name, ast.Constant, ast.Attribute, ast.Call
@@ -344,6 +345,7 @@ class _Indexer:
             if node is None:
                 if parent == "function":
                     scopes.pop()
+                    names_here = names_of[scopes[-1]]
                 self.classes.pop()
                 continue
             record(node)
@@ -354,7 +356,7 @@ class _Indexer:
             if kind is Name:
                 # Every `Name` is a variable: parameters are `ast.arg`, and the names of
                 # definitions, attributes, keywords and imports are plain strings.
-                names_of[scopes[-1]][node.id].append(node)  # type: ignore[attr-defined]
+                names_here[node.id].append(node)  # type: ignore[attr-defined]
                 continue  # `ctx` is its only node, shared: nothing below
             if kind is Constant:
                 constants.append(node)
@@ -379,7 +381,10 @@ class _Indexer:
                     elif type(callee) is Attribute:
                         calls_by_name[callee.attr].append(node)  # type: ignore[arg-type]
                 else:
-                    push((None, self.enter(node, parent), 0))  # type: ignore[arg-type]
+                    entered = self.enter(node, parent)  # type: ignore[arg-type]
+                    push((None, entered, 0))
+                    if entered == "function":
+                        names_here = names_of[node]
             depth += 1
             if special is not None:
                 found = special(node)
