@@ -70,45 +70,42 @@ def compiler_may_refuse(tree: ast.Module, index: Index, text: str) -> bool:
     """False only when the compiler certainly accepts `tree` (parsed from `text`)."""
     if not CHECKED_PYTHON or index.depth > sys.getrecursionlimit() // _DEPTH_SHARE:
         return True
-    by_type = index.by_type
-    if any(by_type.get(kind) for kind in _RARE_RISKY) or _has_type_parameters(by_type):
+    of_types = index.of_types
+    if any(of_types(kind) for kind in _RARE_RISKY) or _has_type_parameters(index):
         return True
     return (
-        _unencodable_docstring(tree, by_type)
-        or any(_in_comprehension(node, index) for node in by_type.get(ast.NamedExpr, ()))
-        or any(_misplaced_yield(node, index) for kind in _YIELDS for node in by_type.get(kind, ()))
+        _unencodable_docstring(tree, index)
+        or any(_in_comprehension(node, index) for node in of_types(ast.NamedExpr))
+        or any(_misplaced_yield(node, index) for kind in _YIELDS for node in of_types(kind))
         or _names_debug(text)
-        or any(_misplaced_import(node, tree, index) for node in by_type.get(ast.ImportFrom, ()))  # type: ignore[arg-type]
-        or any(node.is_async for node in by_type.get(ast.comprehension, ()))  # type: ignore[attr-defined]
+        or any(_misplaced_import(node, tree, index) for node in of_types(ast.ImportFrom))  # type: ignore[arg-type]
+        or any(node.is_async for node in of_types(ast.comprehension))  # type: ignore[attr-defined]
         or any(
-            not isinstance(_unit_of(node, index), FUNCTION_TYPES)
-            for node in by_type.get(ast.Return, ())
+            not isinstance(_unit_of(node, index), FUNCTION_TYPES) for node in of_types(ast.Return)
         )
-        or any(_outside_loop(node, index) for node in by_type.get(ast.Break, ()))
-        or any(_outside_loop(node, index) for node in by_type.get(ast.Continue, ()))
-        or any(_misplaced_star(node, index) for node in by_type.get(ast.Starred, ()))  # type: ignore[arg-type]
-        or any(_bare_except_not_last(node) for node in by_type.get(ast.Try, ()))  # type: ignore[arg-type]
+        or any(_outside_loop(node, index) for node in of_types(ast.Break))
+        or any(_outside_loop(node, index) for node in of_types(ast.Continue))
+        or any(_misplaced_star(node, index) for node in of_types(ast.Starred))  # type: ignore[arg-type]
+        or any(_bare_except_not_last(node) for node in of_types(ast.Try))  # type: ignore[arg-type]
         or _repeated_name(ast.keyword, index)
         or _repeated_name(ast.arg, index)
         or _nested_too_deep(index)
     )
 
 
-def _has_type_parameters(by_type: dict[type, list[ast.AST]]) -> bool:
+def _has_type_parameters(index: Index) -> bool:
     """Python 3.12's generics (`def f[T]()`, `type X = ...`): their parameters may repeat a
     name or follow a default, their bounds and aliases may not hold a walrus."""
     alias = getattr(ast, "TypeAlias", None)
-    return (alias is not None and bool(by_type.get(alias))) or any(
-        getattr(node, "type_params", None)
-        for kind in _DEFINITIONS
-        for node in by_type.get(kind, ())
+    return (alias is not None and bool(index.of_types(alias))) or any(
+        getattr(node, "type_params", None) for kind in _DEFINITIONS for node in index.of_types(kind)
     )
 
 
-def _unencodable_docstring(tree: ast.Module, by_type: dict[type, list[ast.AST]]) -> bool:
+def _unencodable_docstring(tree: ast.Module, index: Index) -> bool:
     """A docstring with a lone surrogate (`"\\ud834"`): Python 3.13 compiles a docstring
     cleaned of its indentation, through UTF-8, and refuses it."""
-    definitions = (node for kind in _DEFINITIONS for node in by_type.get(kind, ()))
+    definitions = (node for kind in _DEFINITIONS for node in index.of_types(kind))
     for node in (tree, *definitions):
         body = node.body  # type: ignore[attr-defined]
         if body and _is_docstring(body[0]) and not body[0].value.value.isascii():
@@ -227,7 +224,7 @@ def _repeated_name(kind: type[ast.keyword] | type[ast.arg], index: Index) -> boo
     included): the same name under the same parent. One pass over those nodes, not a
     function call per call and signature of a model library."""
     parents = index.parents
-    named = [(parents[node], node.arg) for node in index.by_type.get(kind, ())]  # type: ignore[attr-defined]
+    named = [(parents[node], node.arg) for node in index.of_types(kind)]  # type: ignore[attr-defined]
     if kind is ast.keyword:
         named = [pair for pair in named if pair[1] is not None]
     return len(set(named)) < len(named)
@@ -235,8 +232,8 @@ def _repeated_name(kind: type[ast.keyword] | type[ast.arg], index: Index) -> boo
 
 def _nested_too_deep(index: Index) -> bool:
     """Whether some block sits inside more than `_MOST_BLOCKS` blocks of its function."""
-    parents, by_type = index.parents, index.by_type
-    for node in (node for kind in _BLOCKS for node in by_type.get(kind, ())):
+    parents = index.parents
+    for node in (node for kind in _BLOCKS for node in index.of_types(kind)):
         blocks = 0
         while node is not None and not isinstance(node, _UNITS):
             kind = type(node)
