@@ -16,7 +16,10 @@ count), in one run:
   in this process's pool), against how many files have a fixable finding: LibCST parses only
   files with a fix to write;
 - with `--warm`, a run that fills the result cache in a temporary folder and a rerun answered
-  from it.
+  from it;
+- with `--repeat N`, ruff and the cold check N times each, which of the two goes first
+  alternating, and each pair's ratios with their median: on a machine whose speed swings from
+  run to run (ruff's own CPU time by half), one pair decides little.
 
 Each row gives wall seconds and CPU seconds (this process and every process it started, the
 fork server's workers included: this script adopts the processes its children leave behind, so
@@ -36,6 +39,7 @@ import math
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,6 +170,48 @@ def _findings(records: list[dict]) -> list[tuple]:
     )
 
 
+Timing = tuple[float, float]  # wall seconds, CPU seconds
+
+
+def _more_pairs(
+    time_ruff: Callable[[], None],
+    check: Callable[[], list[dict]],
+    records: list[dict],
+    count: int,
+) -> list[tuple[Timing, Timing]]:
+    """`count` more (ruff, cold check) timings, the check first in every other pair (the
+    first pair, timed before, ran ruff first). Every check must find what the first did."""
+    pairs = []
+    for number in range(count):
+        check_first = number % 2 == 0
+        if check_first:
+            wall, cpu, again = measure(check)
+            ruff = measure(time_ruff)[:2]
+        else:
+            ruff = measure(time_ruff)[:2]
+            wall, cpu, again = measure(check)
+        if _findings(again) != _findings(records):
+            sys.exit("the cold check found other findings than in its first run")
+        pairs.append((ruff, (wall, cpu)))
+    return pairs
+
+
+def _print_pairs(pairs: list[tuple[Timing, Timing]]) -> None:
+    print(f"ruff and the cold check, {len(pairs)} pairs (CPU s, then the check's ratios):")
+    print(f"{'pair':>6}{'ruff CPU s':>12}{'check CPU s':>13}{'CPU x ruff':>12}{'wall x ruff':>13}")
+    for number, (ruff, check) in enumerate(pairs, 1):
+        cpu_ratio, wall_ratio = check[1] / ruff[1], check[0] / ruff[0]
+        print(f"{number:6}{ruff[1]:12.2f}{check[1]:13.2f}{cpu_ratio:12.2f}{wall_ratio:13.2f}")
+    cpu_ratios = sorted(check[1] / ruff[1] for ruff, check in pairs)
+    wall_ratios = sorted(check[0] / ruff[0] for ruff, check in pairs)
+    print(
+        f"median CPU x ruff {statistics.median(cpu_ratios):.2f} "
+        f"({cpu_ratios[0]:.2f} to {cpu_ratios[-1]:.2f}), "
+        f"median wall x ruff {statistics.median(wall_ratios):.2f} "
+        f"({wall_ratios[0]:.2f} to {wall_ratios[-1]:.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="default: the torch package")
@@ -176,6 +222,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--no-count", action="store_true", help="skip counting the files LibCST parses"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="time ruff and the cold check N times each, alternating which goes first",
     )
     parser.add_argument("--json", type=Path, help="write the cold check's JSON records here")
     args = parser.parse_args()
@@ -204,6 +257,11 @@ def main() -> None:
         if args.warm:
             rows.append(("  filling the cache", *measure(lambda: run(cache=True))[:2]))
             rows.append(("  warm cache", *measure(lambda: run(cache=True))[:2]))
+        if ruff is not None and args.repeat > 1:
+            by_label = {label: (wall, cpu) for label, wall, cpu in rows}
+            first = (by_label[RUFF], by_label["gradfix check --no-cache"])
+            time_ruff = functools.partial(run_ruff, ruff, files, args.jobs)
+            pairs = [first, *_more_pairs(time_ruff, run, records, args.repeat - 1)]
 
     by_label = {label: (wall, cpu) for label, wall, cpu in rows}
     libcst_row, ruff_row = by_label.get("libcst.parse_module"), by_label.get(RUFF)
@@ -217,6 +275,8 @@ def main() -> None:
             f"{label:28}{wall:9.2f}{len(files) / wall:9.0f}"
             f"{versus_libcst}{versus_ruff}{cpu:9.2f}{cpu_versus_ruff}"
         )
+    if ruff is not None and args.repeat > 1:
+        _print_pairs(pairs)
     errors = [r for r in records if r["rule"] is None]
     crashed = [r for r in errors if "internal error" in r["message"]]
     print(f"findings: {len(_findings(records))}")
