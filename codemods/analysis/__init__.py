@@ -72,6 +72,9 @@ class FileAnalysis:
         self.index: Index = index if index is not None else build_index(tree)
         self.aliases = import_aliases(tree)
         self._qualified: dict[ast.AST, str | None] = {}
+        # Each node's scope, remembered as `scope_of` is asked (a file asks it of one `Name`
+        # or `Attribute` in twenty-five, so the index's walk does not record it).
+        self._scopes: dict[ast.AST, ScopeNode] = {}
         self.facts: dict[ScopeNode, ScopeFacts] = {}
         self._env_before: dict[ast.AST, Env] = {}
         self._grad_enabled: dict[ast.AST, bool] = {}
@@ -474,7 +477,7 @@ class FileAnalysis:
     def scope_of(self, node: ast.AST) -> ScopeNode:
         """The function (or the module) whose body `node` is in; remembered for every node
         on the way up, so that deep nesting costs linear time."""
-        known = self.index.scope_of
+        known = self._scopes
         scope = known.get(node)
         if scope is not None:
             return scope

@@ -151,9 +151,6 @@ class Index:
     order: list[ast.AST] = _field(default_factory=list)  # every node, in source order
     start: dict[ast.AST, int] = _field(default_factory=dict)
     end: SubtreeEnds = _field(default_factory=lambda: SubtreeEnds({}, {}))
-    # Filled by `FileAnalysis.scope_of` as it is asked, for every node on the way up: a file
-    # asks it of one `Name` or `Attribute` in twenty-five, so the walk does not record them.
-    scope_of: dict[ast.AST, ScopeNode] = _field(default_factory=dict)
     # scope -> name -> its Name nodes in that scope (nested functions not included)
     names: dict[ScopeNode, dict[str, list[ast.Name]]] = _field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
