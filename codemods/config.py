@@ -62,7 +62,7 @@ class Settings:
         """The rule codes to run on `path` once per-file-ignores are applied."""
         if not self.per_file_ignores:
             return self.select
-        real = path.resolve()
+        real = str(path.resolve())
         selected = self.select
         for pattern, codes in self.per_file_ignores:
             if pattern.decide(real, is_dir=False):

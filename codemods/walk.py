@@ -54,31 +54,34 @@ class IgnoreFile:
     overrides what the ignore files of parent directories say.
     """
 
-    base: Path
+    base: str  # the real path of the directory the patterns are relative to
     ignored: pathspec.PathSpec
     mentioned: pathspec.PathSpec
 
     @classmethod
-    def from_lines(cls, base: Path, lines: Iterable[str]) -> IgnoreFile:
+    def from_lines(cls, base: Path | str, lines: Iterable[str]) -> IgnoreFile:
         import pathspec  # here, not at the top: most runs have no ignore file to compile
 
         lines = [line.rstrip("\r\n") for line in lines]
         positive = [line[1:] if line.startswith("!") else line for line in lines]
         return cls(
-            base.resolve(),
+            os.path.realpath(base),
             pathspec.GitIgnoreSpec.from_lines(lines),
             pathspec.GitIgnoreSpec.from_lines(positive),
         )
 
-    def rebase(self, base: Path) -> IgnoreFile:
+    def rebase(self, base: str) -> IgnoreFile:
         return IgnoreFile(base, self.ignored, self.mentioned)
 
-    def decide(self, path: Path, is_dir: bool) -> bool | None:
-        """True: ignored; False: explicitly re-included; None: no pattern applies."""
-        try:
-            rel = path.relative_to(self.base).as_posix()
-        except ValueError:
+    def decide(self, path: str, is_dir: bool) -> bool | None:
+        """True: ignored; False: explicitly re-included; None: no pattern applies. `path` is
+        a real path, as `base` is: one lies under the other when it starts with it."""
+        prefix = self.base if self.base.endswith(os.sep) else self.base + os.sep
+        if not path.startswith(prefix):
             return None
+        rel = path[len(prefix) :]
+        if os.sep != "/":
+            rel = rel.replace(os.sep, "/")
         if is_dir:
             rel += "/"
         if self.ignored.match_file(rel):
@@ -86,7 +89,7 @@ class IgnoreFile:
         return False if self.mentioned.match_file(rel) else None
 
 
-def _decide(stack: Sequence[IgnoreFile], path: Path, is_dir: bool) -> bool:
+def _decide(stack: Sequence[IgnoreFile], path: str, is_dir: bool) -> bool:
     # The innermost ignore file with an opinion wins, as in git.
     for ignore_file in reversed(stack):
         decision = ignore_file.decide(path, is_dir)
@@ -95,10 +98,10 @@ def _decide(stack: Sequence[IgnoreFile], path: Path, is_dir: bool) -> bool:
     return False
 
 
-def _read_gitignore(directory: Path) -> IgnoreFile | None:
-    gitignore = directory / ".gitignore"
+def _read_gitignore(directory: str) -> IgnoreFile | None:
     try:
-        text = gitignore.read_text(encoding="utf-8", errors="replace")
+        with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as f:
+            text = f.read()
     except OSError:
         return None
     return IgnoreFile.from_lines(directory, text.splitlines())
@@ -110,20 +113,22 @@ def _parent_gitignores(directory: Path) -> list[IgnoreFile]:
     parents = list(directory.parents)
     for depth, parent in enumerate(parents):
         if (parent / ".git").exists():
-            found = (_read_gitignore(p) for p in reversed(parents[: depth + 1]))
+            found = (_read_gitignore(str(p)) for p in reversed(parents[: depth + 1]))
             return [ignore_file for ignore_file in found if ignore_file is not None]
     return []
 
 
-def _is_virtualenv(directory: Path) -> bool:
-    return (directory / "pyvenv.cfg").is_file()
+def _is_virtualenv(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
 
 
 def _walk(
-    directory: Path, real: Path, stack: list[IgnoreFile], excludes: Sequence[IgnoreFile]
+    directory: str, real: str, stack: list[IgnoreFile], excludes: Sequence[IgnoreFile]
 ) -> Iterator[tuple[Path, str]]:
     """Yield the files under `directory` (as given), each with its real path; `real` is the
-    directory's resolved path, which the ignore patterns are matched against."""
+    directory's resolved path, which the ignore patterns are matched against. Paths are
+    joined as strings and a `Path` made only for a file yielded: pathlib's joins were most
+    of a warm rerun's walk."""
     own = _read_gitignore(real)
     if own is not None:
         stack = [*stack, own]
@@ -132,7 +137,7 @@ def _walk(
     except OSError:
         return
     for entry in entries:
-        real_path = real / entry.name
+        real_path = entry.path  # `real` joined with the entry's name
         if entry.is_dir(follow_symlinks=False):
             if (
                 entry.name in SKIPPED_DIRS
@@ -141,7 +146,7 @@ def _walk(
                 or _decide(excludes, real_path, is_dir=True)
             ):
                 continue
-            yield from _walk(directory / entry.name, real_path, stack, excludes)
+            yield from _walk(os.path.join(directory, entry.name), real_path, stack, excludes)
         elif (
             entry.name.endswith(SUFFIXES)
             and _is_file(entry)
@@ -150,7 +155,8 @@ def _walk(
         ):
             # Folders are never followed through links, so only a link's real path differs.
             linked = entry.is_symlink()
-            yield directory / entry.name, os.path.realpath(real_path) if linked else str(real_path)
+            file = Path(os.path.join(directory, entry.name))
+            yield file, os.path.realpath(real_path) if linked else real_path
 
 
 def _is_file(entry: os.DirEntry[str]) -> bool:
@@ -191,8 +197,10 @@ def python_files(paths: Sequence[Path], excludes: Sequence[IgnoreFile] = ()) -> 
             real = path.resolve()
             # Exclude patterns are relative to where they were given; a directory outside
             # that place gets them relative to itself.
-            rebased = [e if real.is_relative_to(e.base) else e.rebase(real) for e in excludes]
-            found: Iterable[tuple[Path, str]] = _walk(path, real, _parent_gitignores(real), rebased)
+            rebased = [e if real.is_relative_to(e.base) else e.rebase(str(real)) for e in excludes]
+            found: Iterable[tuple[Path, str]] = _walk(
+                str(path), str(real), _parent_gitignores(real), rebased
+            )
         else:
             found = [(path, _real_file_path(path, linked, real_folders))]
         for file, key in found:

@@ -106,6 +106,29 @@ def test_exclude_patterns_apply_relative_to_a_root_outside_their_base(tmp_path: 
     assert rel(project, python_files([project], excludes)) == ["a.py"]
 
 
+def test_patterns_apply_under_their_base_only(tmp_path: Path) -> None:
+    # `gen` and `gen2` share the characters of a prefix, not a directory.
+    make(tmp_path, "gen/skip.py", "gen2/skip.py")
+    ignore_file = IgnoreFile.from_lines(tmp_path / "gen", ["skip.py"])
+    assert ignore_file.decide(str(tmp_path.resolve() / "gen" / "skip.py"), is_dir=False)
+    assert ignore_file.decide(str(tmp_path.resolve() / "gen2" / "skip.py"), is_dir=False) is None
+
+
+def test_patterns_relative_to_the_root_directory() -> None:
+    ignore_file = IgnoreFile.from_lines(Path("/"), ["/tmp/"])
+    assert ignore_file.decide("/tmp", is_dir=True)
+    assert ignore_file.decide("/usr/tmp", is_dir=True) is None
+
+
+def test_a_path_given_with_dot_and_slash_is_kept_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make(tmp_path, "src/pkg/a.py")
+    monkeypatch.chdir(tmp_path)
+    assert python_files([Path("./src/")]) == [Path("src/pkg/a.py")]
+    assert str(python_files([Path(".")])[0]) == "src/pkg/a.py"
+
+
 def test_each_file_once(tmp_path: Path) -> None:
     make(tmp_path, "a.py", "b.py")
     files = python_files([tmp_path / "b.py", tmp_path, tmp_path / "a.py"])
