@@ -39,6 +39,7 @@ SKIPPED_DIRS = frozenset(
     }
 )
 SUFFIXES = (".py", ".ipynb")  # Python files and Jupyter notebooks
+GITIGNORE_MAX_BYTES = 100 * 1024 * 1024  # git skips a pattern file this large or larger
 
 
 class PathNotFoundError(Exception):
@@ -99,11 +100,20 @@ def _decide(stack: Sequence[IgnoreFile], path: str, is_dir: bool) -> bool:
 
 
 def _read_gitignore(directory: str) -> IgnoreFile | None:
+    """The directory's `.gitignore`, read as git (2.32 and later) reads one: never through a
+    symbolic link, only a regular file, none larger than git's limit. The tree is untrusted:
+    a `.gitignore` linked to /dev/zero or to a FIFO must neither exhaust nor stall the walk."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        fd = os.open(os.path.join(directory, ".gitignore"), flags)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size >= GITIGNORE_MAX_BYTES:
+            return None
+        data = file.read(GITIGNORE_MAX_BYTES)
+    text = data.decode("utf-8", errors="replace")
     return IgnoreFile.from_lines(directory, text.splitlines())
 
 

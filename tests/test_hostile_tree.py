@@ -128,3 +128,26 @@ def test_ctrl_c_exits_130_quietly_at_any_moment(tmp_path: Path, delay: float) ->
     while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in children if alive(pid)]
+
+
+def test_a_gitignore_is_read_as_git_reads_it(tmp_path: Path) -> None:
+    # git (2.32 and later) never follows a `.gitignore` that is a symbolic link and reads only
+    # regular files: one linked to /dev/zero, or a FIFO, must neither exhaust nor stall the walk.
+    patterns = tmp_path / "patterns"
+    patterns.write_text("skip.py\n")
+    for name, make in (
+        ("zero", lambda link: link.symlink_to("/dev/zero")),
+        ("linked", lambda link: link.symlink_to(patterns)),
+        ("fifo", os.mkfifo),
+    ):
+        tree = tmp_path / name
+        tree.mkdir()
+        make(tree / ".gitignore")
+        (tree / "skip.py").write_text(BUGGY)
+        result = run_gradfix(["check", "--no-cache", "."], tree, 60)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert "skip.py:12:5: GF001" in result.stdout
+    (tmp_path / "read" / ".gitignore").parent.mkdir()
+    (tmp_path / "read" / ".gitignore").write_text("skip.py\n")
+    (tmp_path / "read" / "skip.py").write_text(BUGGY)
+    assert run_gradfix(["check", "--no-cache", "."], tmp_path / "read").returncode == 0

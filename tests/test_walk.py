@@ -161,3 +161,12 @@ def test_write_roots_are_the_real_paths_given(tmp_path: Path) -> None:
         (tmp_path / "real").resolve(),
         (tmp_path / "real" / "a.py").resolve(),
     )
+
+
+def test_a_gitignore_as_large_as_gits_limit_is_not_read(tmp_path: Path) -> None:
+    make(tmp_path, "skip.py")
+    gitignore = tmp_path / ".gitignore"
+    gitignore.write_text("skip.py\n")
+    assert python_files([tmp_path]) == []
+    os.truncate(gitignore, 100 * 1024 * 1024)  # sparse: its size, not its bytes
+    assert rel(tmp_path, python_files([tmp_path])) == ["skip.py"]
