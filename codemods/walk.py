@@ -77,12 +77,10 @@ class IgnoreFile:
     def decide(self, path: str, is_dir: bool) -> bool | None:
         """True: ignored; False: explicitly re-included; None: no pattern applies. `path` is
         a real path, as `base` is: one lies under the other when it starts with it."""
-        prefix = self.base if self.base.endswith(os.sep) else self.base + os.sep
+        prefix = self.base.rstrip("/") + "/"  # "/" itself as a base: every absolute path
         if not path.startswith(prefix):
             return None
         rel = path[len(prefix) :]
-        if os.sep != "/":
-            rel = rel.replace(os.sep, "/")
         if is_dir:
             rel += "/"
         if self.ignored.match_file(rel):
