@@ -40,6 +40,10 @@ SKIPPED_DIRS = frozenset(
 )
 SUFFIXES = (".py", ".ipynb")  # Python files and Jupyter notebooks
 GITIGNORE_MAX_BYTES = 100 * 1024 * 1024  # git skips a pattern file this large or larger
+# Ignore and exclude patterns come from the checked tree, so they are matched by RE2, in time
+# linear in the path: Python's `re` backtracks, and a pattern such as `*a*a*a*a*a*a*a*a*b`
+# against a long file name kept the walk busy for hours, deaf to Ctrl-C.
+MATCHER = "re2"
 
 
 class PathNotFoundError(Exception):
@@ -67,8 +71,8 @@ class IgnoreFile:
         positive = [line[1:] if line.startswith("!") else line for line in lines]
         return cls(
             os.path.realpath(base),
-            pathspec.GitIgnoreSpec.from_lines(lines),
-            pathspec.GitIgnoreSpec.from_lines(positive),
+            pathspec.GitIgnoreSpec.from_lines(lines, backend=MATCHER),
+            pathspec.GitIgnoreSpec.from_lines(positive, backend=MATCHER),
         )
 
     def rebase(self, base: str) -> IgnoreFile:

@@ -151,3 +151,18 @@ def test_a_gitignore_is_read_as_git_reads_it(tmp_path: Path) -> None:
     (tmp_path / "read" / ".gitignore").write_text("skip.py\n")
     (tmp_path / "read" / "skip.py").write_text(BUGGY)
     assert run_gradfix(["check", "--no-cache", "."], tmp_path / "read").returncode == 0
+
+
+@pytest.mark.parametrize("source", [".gitignore", "pyproject.toml"])
+def test_a_pattern_built_to_backtrack_does_not_stall_the_walk(tmp_path: Path, source: str) -> None:
+    # Python's `re` takes hours to fail this pattern on a long name (deaf to Ctrl-C all along);
+    # RE2 matches in time linear in the path.
+    pattern = "*a" * 14 + "*b"
+    if source == ".gitignore":
+        (tmp_path / ".gitignore").write_text(pattern + "\n")
+    else:
+        (tmp_path / "pyproject.toml").write_text(f'[tool.gradfix]\nexclude = ["{pattern}"]\n')
+    (tmp_path / ("a" * 60 + ".py")).write_text(BUGGY)
+    result = run_gradfix(["check", "--no-cache", "."], tmp_path, 60)
+    assert result.returncode == 1, result.stderr
+    assert "a" * 60 + ".py:12:5: GF001" in result.stdout
