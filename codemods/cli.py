@@ -2,7 +2,8 @@
 
 It imports next to nothing itself: the commands (and with them typer and rich) are loaded
 inside `main`, so that Ctrl-C at any moment after start-up, while they load included, ends the
-run quietly with exit status 130.
+run quietly with exit status 130; an exception gradfix did not expect ends it with its traceback
+and exit status 2.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import gc
 import os
 import signal
 import sys
+import traceback
 from typing import NoReturn
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a run stopped by Ctrl-C
+EXIT_INTERNAL_ERROR = 2  # `commands.EXIT_ERROR`, which a failed import of `commands` cannot give
 
 
 def main() -> None:
@@ -30,11 +33,21 @@ def main() -> None:
         finally:
             gc.freeze()
     except BaseException as error:
-        if not _interrupted(error):
+        if _interrupted(error):
+            # The user asked to stop: a second Ctrl-C during clean-up must not print a traceback.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _exit_at_once(EXIT_INTERRUPTED)
+        if isinstance(error, SystemExit):
             raise
-        # The user asked to stop: a second Ctrl-C during clean-up must not print a traceback.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _exit_at_once(EXIT_INTERRUPTED)
+        # A bug of gradfix's own: exit status 2, as documented, and never 1, which a CI job
+        # would read as "findings".
+        traceback.print_exc()
+        print(
+            f"gradfix: internal error: {type(error).__name__}: {error}; this is a bug in "
+            "gradfix: please report it with the traceback above",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_INTERNAL_ERROR) from None
 
 
 def _exit_at_once(status: int) -> NoReturn:

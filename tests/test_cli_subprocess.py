@@ -35,3 +35,30 @@ def test_ctrl_c_while_starting_up_exits_130_quietly(tmp_path: Path, module: str)
         [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True
     )
     assert (result.returncode, result.stderr) == (130, "")
+
+
+# A bug of gradfix's own, planted: reading the settings raises what nothing expects.
+FAILING_UNEXPECTEDLY = """
+import sys
+from codemods import cli, commands
+
+def broken(*args, **kwargs):
+    raise RuntimeError("planted")
+
+commands.load_config = broken
+sys.argv = ["gradfix", "check", "--no-cache", "."]
+cli.main()
+"""
+
+
+def test_an_unexpected_exception_exits_2_with_its_traceback(tmp_path: Path) -> None:
+    # 1 means findings to a CI job: a crash must never read as that.
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_UNEXPECTEDLY], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" in result.stderr and "RuntimeError: planted" in result.stderr
+    assert result.stderr.endswith(
+        "gradfix: internal error: RuntimeError: planted; this is a bug in gradfix: please report"
+        " it with the traceback above\n"
+    )
