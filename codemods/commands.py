@@ -19,7 +19,7 @@ from codemods.cache import CACHE_DIR, ResultCache
 from codemods.config import ConfigError, Settings, load_config, resolve_settings, split_codes
 from codemods.engine import ErrorKind, FileError, FileResult, FileTask, Mode
 from codemods.rule_codes import RULE_CODES
-from codemods.walk import PathNotFoundError, python_files, write_roots
+from codemods.walk import PathNotFoundError, UnreadableIgnoreFile, python_files, write_roots
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -178,7 +178,7 @@ def _inputs(
     reachable = [Path(p) for p in paths]
     unreachable: tuple[FileResult, ...] = ()
     try:
-        files = python_files(reachable, settings.excludes)
+        files = _files(reachable, settings)
     except PathNotFoundError:
         # Looked at once more, one by one, only when one is missing: those are reported and
         # the others processed.
@@ -186,7 +186,7 @@ def _inputs(
         unreachable = tuple(error for _, error in checked if error is not None)
         reachable = [path for path, error in checked if error is None]
         try:
-            files = python_files(reachable, settings.excludes)
+            files = _files(reachable, settings)
         except PathNotFoundError as exc:  # it vanished since: the run is not what was asked for
             _fail(str(exc))
     if not files and not unreachable:
@@ -197,6 +197,13 @@ def _inputs(
     cache = None if no_cache or not files else ResultCache.at(settings.root)
     tasks = [FileTask(path, settings.rules_for(path), cache, roots) for path in files]
     return Inputs(settings, tasks, None, unreachable=unreachable)
+
+
+def _files(paths: list[Path], settings: Settings) -> list[Path]:
+    try:
+        return python_files(paths, settings.excludes)
+    except UnreadableIgnoreFile as exc:  # its patterns cannot be honoured: nothing is checked
+        _fail(str(exc))
 
 
 def _unreachable(path: Path) -> FileResult | None:

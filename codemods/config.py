@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemods.walk import IgnoreFile
+from codemods.walk import IgnoreFile, TooManyPatterns, UnreadablePatterns
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,6 +105,13 @@ def _gradfix_table(pyproject: Path) -> dict[str, Any] | None:
         ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: invalid TOML: {exc}; fix the file") from exc
+    except ValueError as exc:  # an integer of over 4,300 digits, which Python refuses to read
+        reason = str(exc).split(";")[0]  # not its advice to raise the interpreter's limit
+        raise ConfigError(f"{pyproject}: unreadable TOML: {reason}; fix the file") from exc
+    except RecursionError as exc:  # tomllib reads nested arrays and tables recursively
+        raise ConfigError(
+            f"{pyproject}: unreadable TOML: arrays or tables nested too deeply; fix the file"
+        ) from exc
     tool = document.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(
@@ -117,6 +124,19 @@ def _gradfix_table(pyproject: Path) -> dict[str, Any] | None:
             "settings under a [tool.gradfix] header"
         )
     return table
+
+
+def _patterns(base: Path, patterns: Sequence[str], where: str) -> IgnoreFile:
+    try:
+        return IgnoreFile.from_lines(base, patterns)
+    except TooManyPatterns as exc:
+        raise ConfigError(f"{where}: {exc}; shorten the list") from exc
+    except UnreadablePatterns as exc:
+        pattern, reason = next(iter(exc.reasons.items()))
+        raise ConfigError(
+            f"{where}: cannot read the pattern {pattern!r} ({reason}); write it in .gitignore's "
+            "syntax"
+        ) from exc
 
 
 def _string_list(value: Any, where: str) -> tuple[str, ...]:
@@ -222,13 +242,13 @@ def resolve_settings(
     root = config.path.parent if config.path is not None else cwd
     excludes: list[IgnoreFile] = []
     if exclude is not None:
-        excludes.append(IgnoreFile.from_lines(cwd, exclude))
+        excludes.append(_patterns(cwd, exclude, "--exclude"))
     elif config.exclude is not None:
-        excludes.append(IgnoreFile.from_lines(root, config.exclude))
+        excludes.append(_patterns(root, config.exclude, f"{file_where} `exclude`"))
 
     per_file_ignores = tuple(
         (
-            IgnoreFile.from_lines(root, [glob]),
+            _patterns(root, [glob], f"{file_where} `per-file-ignores`"),
             _codes(codes, known, f"{file_where} `per-file-ignores` entry {glob!r}"),
         )
         for glob, codes in config.per_file_ignores

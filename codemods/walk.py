@@ -9,7 +9,9 @@ always processed, whatever the defaults say about it.
 from __future__ import annotations
 
 import os
+import re
 import stat
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +46,32 @@ GITIGNORE_MAX_BYTES = 100 * 1024 * 1024  # git skips a pattern file this large o
 # linear in the path: Python's `re` backtracks, and a pattern such as `*a*a*a*a*a*a*a*a*b`
 # against a long file name kept the walk busy for hours, deaf to Ctrl-C.
 MATCHER = "re2"
+# RE2's memory budget for one ignore file's patterns, matched as one set: its default (8 MiB)
+# held about 1,600 glob patterns; this holds about 13,000. A file with more than the matcher
+# holds is refused, by name; past MAX_PATTERNS without trying (RE2 then logs to stderr).
+MATCHER_MEMORY = 64 * 1024 * 1024
+MAX_PATTERNS = 20_000
 
 
 class PathNotFoundError(Exception):
     """A path given on the command line does not exist."""
+
+
+class UnreadableIgnoreFile(Exception):
+    """A `.gitignore` the walk cannot honour; the message names it and what to do."""
+
+
+class TooManyPatterns(ValueError):
+    """More patterns than the matcher holds at once, each of them readable."""
+
+
+class UnreadablePatterns(ValueError):
+    """Patterns the matcher cannot compile (`[z-a]`, a trailing backslash, a NUL byte), each
+    with why."""
+
+    def __init__(self, reasons: dict[str, str]) -> None:
+        super().__init__(f"cannot read the pattern {next(iter(reasons))!r}")
+        self.reasons = reasons
 
 
 @dataclass(frozen=True)
@@ -65,15 +89,28 @@ class IgnoreFile:
 
     @classmethod
     def from_lines(cls, base: Path | str, lines: Iterable[str]) -> IgnoreFile:
-        import pathspec  # here, not at the top: most runs have no ignore file to compile
-
+        """Raises UnreadablePatterns, naming every pattern the matcher cannot compile, or
+        TooManyPatterns."""
         lines = [line.rstrip("\r\n") for line in lines]
-        positive = [line[1:] if line.startswith("!") else line for line in lines]
-        return cls(
-            os.path.realpath(base),
-            pathspec.GitIgnoreSpec.from_lines(lines, backend=MATCHER),
-            pathspec.GitIgnoreSpec.from_lines(positive, backend=MATCHER),
-        )
+        count = sum(1 for line in lines if line.strip() and not line.startswith("#"))
+        if count > MAX_PATTERNS:
+            raise TooManyPatterns(f"{count:,} patterns, more than gradfix matches at once")
+        try:
+            ignored, mentioned = _compiled(lines)
+        except _pattern_errors():
+            reasons = {}
+            for line in lines:
+                try:
+                    _compiled([line])
+                except _pattern_errors() as error:
+                    # `re`'s message without its position, which counts in pathspec's regex
+                    reasons[line] = getattr(error, "msg", None) or str(error)
+            if not reasons:
+                raise TooManyPatterns(
+                    f"{count:,} patterns, more than gradfix matches at once"
+                ) from None
+            raise UnreadablePatterns(reasons) from None
+        return cls(os.path.realpath(base), ignored, mentioned)
 
     def rebase(self, base: str) -> IgnoreFile:
         return IgnoreFile(base, self.ignored, self.mentioned)
@@ -90,6 +127,29 @@ class IgnoreFile:
         if self.ignored.match_file(rel):
             return True
         return False if self.mentioned.match_file(rel) else None
+
+
+def _compiled(lines: list[str]) -> tuple[pathspec.PathSpec, pathspec.PathSpec]:
+    """`IgnoreFile.ignored` and `IgnoreFile.mentioned` for these patterns."""
+    import pathspec  # here, not at the top: most runs have no ignore file to compile
+    from pathspec._backends.re2 import _base  # where pathspec keeps the RE2 options it uses
+
+    _base.RE2_OPTIONS.max_mem = MATCHER_MEMORY
+    positive = [line[1:] if line.startswith("!") else line for line in lines]
+    with warnings.catch_warnings():  # `re`'s FutureWarnings about `[[` are not the user's
+        warnings.simplefilter("ignore")
+        return (
+            pathspec.GitIgnoreSpec.from_lines(lines, backend=MATCHER),
+            pathspec.GitIgnoreSpec.from_lines(positive, backend=MATCHER),
+        )
+
+
+def _pattern_errors() -> tuple[type[Exception], ...]:
+    """What compiling a pattern raises for one it cannot read: pathspec's own verdict (a
+    ValueError), Python's `re`, which pathspec compiles each pattern with, and RE2."""
+    import re2  # loaded with the matcher
+
+    return (ValueError, re.error, re2.error)
 
 
 def _decide(stack: Sequence[IgnoreFile], path: str, is_dir: bool) -> bool:
@@ -115,8 +175,19 @@ def _read_gitignore(directory: str) -> IgnoreFile | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size >= GITIGNORE_MAX_BYTES:
             return None
         data = file.read(GITIGNORE_MAX_BYTES)
-    text = data.decode("utf-8", errors="replace")
-    return IgnoreFile.from_lines(directory, text.splitlines())
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    try:
+        return IgnoreFile.from_lines(directory, lines)
+    except TooManyPatterns as error:
+        path = os.path.join(directory, ".gitignore")
+        raise UnreadableIgnoreFile(
+            f"{path}: {error}; exclude its directory (--exclude) or check a narrower path"
+        ) from None
+    except UnreadablePatterns as error:
+        # git reads such a pattern as one that matches nothing (`[z-a]` has no character in
+        # its range), and says nothing: the other patterns still apply.
+        readable = [line for line in lines if line not in error.reasons]
+        return IgnoreFile.from_lines(directory, readable)
 
 
 def _parent_gitignores(directory: Path) -> list[IgnoreFile]:

@@ -95,6 +95,10 @@ def test_command_line_overrides_the_file(tmp_path: Path) -> None:
             "per-file-ignores` entry 'a.py' must be a list",
         ),
         ("[tool.gradfix\n", "invalid TOML"),
+        # tomllib itself fails on these (Python's recursion limit, its integer limit)
+        ("[tool.gradfix]\nexclude = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("[tool.gradfix]\nx = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n", "nested too deeply"),
+        ("[tool.gradfix]\nx = " + "1" * 5000 + "\n", r"unreadable TOML: Exceeds the limit \("),
     ],
 )
 def test_bad_files_name_the_problem(tmp_path: Path, body: str, expected: str) -> None:
@@ -102,6 +106,21 @@ def test_bad_files_name_the_problem(tmp_path: Path, body: str, expected: str) ->
     with pytest.raises(ConfigError, match=expected) as info:
         load_config(tmp_path)
     assert str(path) in str(info.value)
+
+
+def test_patterns_the_matcher_cannot_read_are_named(tmp_path: Path) -> None:
+    write_pyproject(tmp_path, "[tool.gradfix]\nexclude = ['gen/', '[z-a]']\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_settings(load_config(tmp_path), KNOWN, cwd=tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'pyproject.toml'}: [tool.gradfix] `exclude`: cannot read the pattern "
+        "'[z-a]' (bad character range z-a); write it in .gitignore's syntax"
+    )
+    write_pyproject(tmp_path, "[tool.gradfix.per-file-ignores]\n'tail\\' = ['GF001']\n")
+    with pytest.raises(ConfigError, match=r"`per-file-ignores`: cannot read the pattern 'tail"):
+        resolve_settings(load_config(tmp_path), KNOWN, cwd=tmp_path)
+    with pytest.raises(ConfigError, match=r"^--exclude: cannot read the pattern 'a\\\\' \(Inv"):
+        resolve_settings(FileConfig(), KNOWN, exclude=["ok/", "a\\"], cwd=tmp_path)
 
 
 def test_unknown_rule_codes_are_named(tmp_path: Path) -> None:

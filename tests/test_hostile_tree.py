@@ -166,3 +166,48 @@ def test_a_pattern_built_to_backtrack_does_not_stall_the_walk(tmp_path: Path, so
     result = run_gradfix(["check", "--no-cache", "."], tmp_path, 60)
     assert result.returncode == 1, result.stderr
     assert "a" * 60 + ".py:12:5: GF001" in result.stdout
+
+
+def test_a_pyproject_built_to_break_its_reader_is_a_settings_error(tmp_path: Path) -> None:
+    # Python's TOML reader recurses into nested arrays and tables and refuses integers of over
+    # 4,300 digits: those failures are the file's, reported as such, never a crash (whose
+    # traceback and status 1 a CI job would read as findings).
+    for name, value in (
+        ("arrays", "[" * 100_000 + "]" * 100_000),
+        ("tables", "{a = " * 100_000 + "1" + "}" * 100_000),
+        ("digits", "1" * 5000),
+    ):
+        tree = tmp_path / name
+        tree.mkdir()
+        (tree / "pyproject.toml").write_text(f"[tool.gradfix]\nexclude = {value}\n")
+        (tree / "train.py").write_text(BUGGY)
+        result = run_gradfix(["check", "--no-cache", "."], tree, 60)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert f"{tree / 'pyproject.toml'}: unreadable TOML: " in result.stderr
+
+
+def test_a_gitignore_pattern_the_matcher_cannot_read_neither_crashes_nor_prints(
+    tmp_path: Path,
+) -> None:
+    # git reads `[z-a]` (a reversed range), a trailing backslash or NUL bytes as a pattern that
+    # matches nothing; `[[a]` made Python's `re` print a FutureWarning (a possible nested set).
+    (tmp_path / ".gitignore").write_bytes(b"[z-a]\ntail\\\n\0\0/$)\nskip.py\n[[a]kip.py\n")
+    for name in ("skip.py", "[kip.py", "train.py"):
+        (tmp_path / name).write_text(BUGGY)
+    result = run_gradfix(["check", "--no-cache", "."], tmp_path, 60)
+    assert result.returncode == 1 and result.stderr == "", result.stderr
+    assert "train.py:12:5: GF001" in result.stdout and "Scanned 1 file." in result.stdout
+
+
+def test_a_gitignore_too_large_for_the_matcher_is_refused_by_name(tmp_path: Path) -> None:
+    # More patterns than RE2 holds as one set, each readable: refused (status 2), never a
+    # crash, never a walk that checks what the file ignores.
+    patterns = "".join(f"dir{i}/**/file{i}*.py\n" for i in range(40_000))
+    (tmp_path / ".gitignore").write_text(patterns)
+    (tmp_path / "train.py").write_text(BUGGY)
+    result = run_gradfix(["check", "--no-cache", "."], tmp_path, 120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == (
+        f"gradfix: error: {tmp_path / '.gitignore'}: 40,000 patterns, more than gradfix matches "
+        "at once; exclude its directory (--exclude) or check a narrower path\n"
+    )

@@ -5,7 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from codemods.walk import IgnoreFile, PathNotFoundError, python_files, write_roots
+from codemods.walk import (
+    IgnoreFile,
+    PathNotFoundError,
+    UnreadablePatterns,
+    python_files,
+    write_roots,
+)
 
 
 def make(root: Path, *names: str) -> None:
@@ -89,6 +95,32 @@ def test_gitignore_of_parent_directories_inside_a_git_work_tree(tmp_path: Path) 
     assert rel(tmp_path, python_files([tmp_path / "src"])) == ["src/a.py", "src/skip_me.py"]
     (tmp_path / ".git").mkdir()
     assert rel(tmp_path, python_files([tmp_path / "src"])) == ["src/a.py"]
+
+
+# Patterns git reads as matching nothing, which the matcher cannot compile: a reversed range,
+# a trailing backslash, NUL bytes.
+UNREADABLE = ["[z-a].py", "tail\\", "\0\0/$)[[:alpha:]]"]
+
+
+def test_a_gitignore_pattern_the_matcher_cannot_read_matches_nothing(tmp_path: Path) -> None:
+    make(tmp_path, "a.py", "skip.py", "z.py")
+    (tmp_path / ".gitignore").write_text("\n".join([*UNREADABLE, "skip.py", "!nothing"]) + "\n")
+    assert rel(tmp_path, python_files([tmp_path])) == ["a.py", "z.py"]
+
+
+def test_a_gitignore_of_thousands_of_patterns_is_honoured(tmp_path: Path) -> None:
+    # RE2's default budget held about 1,600 such patterns as one set.
+    make(tmp_path, "keep.py", "gen/x/file1999_a.py")
+    patterns = [f"gen{i}/**/file{i}*.py" for i in range(2000)] + ["gen/**/file1999*.py"]
+    (tmp_path / ".gitignore").write_text("\n".join(patterns) + "\n")
+    assert rel(tmp_path, python_files([tmp_path])) == ["keep.py"]
+
+
+def test_unreadable_patterns_are_all_named() -> None:
+    with pytest.raises(UnreadablePatterns) as info:
+        IgnoreFile.from_lines("/", ["ok.py", *UNREADABLE, "!also_ok"])
+    assert list(info.value.reasons) == UNREADABLE
+    assert info.value.reasons["[z-a].py"] == "bad character range z-a"
 
 
 def test_exclude_patterns_are_gitignore_style(tmp_path: Path) -> None:
