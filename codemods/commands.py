@@ -115,7 +115,8 @@ NoCacheOpt = Annotated[
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"gradfix: error: {message}", err=True)
+    # A path in the message may be a folder or file name of the checked tree.
+    typer.echo(f"gradfix: error: {output.visible(message)}", err=True)
     raise typer.Exit(EXIT_ERROR)
 
 

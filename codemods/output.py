@@ -39,13 +39,13 @@ PARSE_ADVICE = "the {} was skipped; fix the syntax error, or exclude the file wi
 
 
 def _one_line(text: str) -> str:
-    return _visible(" ".join(text.split()))
+    return visible(" ".join(text.split()))
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def _visible(text: str) -> str:
+def visible(text: str) -> str:
     """`text` with control characters written as `\\x1b`: a file name or a line of code from
     the checked tree must not move the cursor, recolour or retitle the user's terminal."""
     return _CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
@@ -83,7 +83,7 @@ def text_lines(results: Sequence[FileResult], unsafe_fixes: bool) -> Iterator[st
     current settings) and `path:line:col: parse error: ...` per file that failed; in a
     notebook, `path:cell N:line:col: ...`."""
     for result in results:
-        path = _visible(str(result.path))
+        path = visible(str(result.path))
         if result.error is not None:
             e = result.error
             yield f"{path}:{_where(e.cell, e.line, e.column)}: {error_text(e)}"
@@ -184,7 +184,9 @@ def valid_unicode(data: Any) -> Any:
 
 
 def _gh_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub's escapes, then any other control character written out (`visible`): the runner
+    prints the line to the job's log, whose viewer, like a terminal, obeys escape sequences."""
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _gh_property(text: str) -> str:
@@ -375,7 +377,7 @@ def render_diff(result: FileResult) -> str:
     per finding whose fix it applies (patch tools skip such lines). A notebook gets one diff
     per changed cell, of the cell's source, under `path:cell N` headers."""
     assert result.source is not None and result.new_source is not None
-    name = _visible(result.path.as_posix())
+    name = visible(result.path.as_posix())
     reasons = "".join(
         f"# {name}:{_where(f.cell, f.line)}: {f.rule} {_one_line(f.message)}\n"
         for f in _sorted(result.fixed)

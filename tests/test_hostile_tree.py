@@ -211,3 +211,14 @@ def test_a_gitignore_too_large_for_the_matcher_is_refused_by_name(tmp_path: Path
         f"gradfix: error: {tmp_path / '.gitignore'}: 40,000 patterns, more than gradfix matches "
         "at once; exclude its directory (--exclude) or check a narrower path\n"
     )
+
+
+def test_an_error_naming_a_folder_of_the_tree_prints_no_control_characters(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "evil\x1b]0;owned\x07"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("[tool.gradfix\n")  # invalid TOML: names its path
+    result = run_gradfix(["check", "--no-cache", folder.name], tmp_path)
+    assert result.returncode == 2 and "evil\\x1b]0;owned\\x07" in result.stderr, result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr

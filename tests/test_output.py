@@ -177,9 +177,14 @@ def test_summary_plurals() -> None:
     ]
 
 
-def test_text_never_writes_control_characters_from_the_checked_tree() -> None:
+def test_text_and_github_never_write_control_characters_from_the_checked_tree() -> None:
     # A file name and a line of code quoted in a message, as a hostile tree may have them.
     finding = Finding("GF003", 1, 1, 1, 2, 'print("\x1b[2J") twice', Tier.REPORT)
     result = FileResult(Path("a\x1b]0;owned\x07.py"), findings=(finding,))
     (line,) = output.text_lines([result], unsafe_fixes=False)
     assert line == 'a\\x1b]0;owned\\x07.py:1:1: GF003 print("\\x1b[2J") twice'
+    (command,) = output.github_lines([result])
+    assert command == (
+        "::warning file=a\\x1b]0;owned\\x07.py,line=1,col=1,endLine=1,endColumn=2,title=GF003::"
+        'print("\\x1b[2J") twice'
+    )
