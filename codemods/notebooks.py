@@ -491,9 +491,18 @@ def _read_with_nbformat(text: str) -> Notebook:
         raise NotebookError(f"1:1: parse error: not a notebook: {error}") from error
     except (nbformat.ValidationError, nbformat.NBFormatError) as error:
         raise NotebookError(f"1:1: parse error: not a notebook: {error}") from error
-    if model.nbformat != 4:
+    except (AttributeError, KeyError, TypeError) as error:
+        # nbformat's reader takes the JSON's shape on trust: `[]`, or a source list holding a
+        # number, fails inside it. The file is not a notebook, and gradfix has no bug to report.
         raise NotebookError(
-            f"1:1: parse error: nbformat {model.nbformat} notebook; gradfix reads nbformat 4 "
+            f"1:1: parse error: not a notebook: {type(error).__name__}: {error}"
+        ) from error
+    version = model.get("nbformat")
+    if not isinstance(version, int):
+        raise NotebookError("1:1: parse error: not a notebook: it has no `nbformat` version")
+    if version != 4:
+        raise NotebookError(
+            f"1:1: parse error: nbformat {version} notebook; gradfix reads nbformat 4 "
             "(upgrade it with `jupyter nbconvert --to notebook --nbformat 4 --inplace`)"
         )
     cells = model.get("cells", [])

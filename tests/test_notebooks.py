@@ -336,6 +336,14 @@ def test_each_cell_must_parse_on_its_own_as_ipython_runs_it() -> None:
         (b'{"cells": [}', "1:12: parse error: not a notebook: Expecting value"),
         (b'{"nbformat": 3, "nbformat_minor": 0, "worksheets": []}', "nbformat 3 notebook"),
         (b"\xff\xfe", "1:1: parse error: not a notebook: 'utf-8' codec"),
+        # JSON whose shape nbformat's reader takes on trust: not notebooks, not gradfix's bugs
+        (b"[]", "1:1: parse error: not a notebook: AttributeError: "),
+        (
+            b'{"nbformat": 4, "cells": [{"cell_type": "code", "source": ["x = 1", 5]}]}',
+            "1:1: parse error: not a notebook: TypeError: sequence item 1",
+        ),
+        (b'{"nbformat_minor": 5, "cells": []}', "not a notebook: it has no `nbformat` version"),
+        (b'{"nbformat": 4, "cells": 5}', "not a notebook: TypeError: 'int' object is not iterable"),
     ],
 )
 def test_what_is_not_a_notebook_is_a_parse_error(source: bytes, error: str) -> None:
