@@ -1619,7 +1619,21 @@ def _whole_loss(site: _Site) -> bool:
     calls with different gradients (Jacobian rows), differentiate the same output on purpose."""
     if site.relays is not None:
         return True
-    return site.form == "backward" and site.inputs is None and not _has_arguments(site.call)
+    return site.form == "backward" and site.inputs is None and not _gradient_given(site.call)
+
+
+def _gradient_given(call: ast.Call) -> bool:
+    """Whether `.backward(...)` may be given a gradient: as its first argument or `gradient=`
+    (not a literal None), or through arguments gradfix cannot place (`*args`, `**kwargs`).
+    `retain_graph=True` and `create_graph=True` differentiate the whole loss all the same."""
+    if any(isinstance(arg, ast.Starred) for arg in call.args):
+        return True
+    if any(keyword.arg is None for keyword in call.keywords):
+        return True
+    gradient = _argument(call, (0, "gradient"))
+    return gradient is not None and not (
+        isinstance(gradient, ast.Constant) and gradient.value is None
+    )
 
 
 def _repeats(first: list[Origin], second: list[Origin]) -> bool:
