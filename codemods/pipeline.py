@@ -49,8 +49,10 @@ class SourceResult:
 # so does LibCST; generated files nest hundreds deep. Python frames cost no C stack since 3.11.
 RECURSION_LIMIT = 20_000
 
-# Fix rounds after the first: a fix skipped because it overlapped another is tried again on
-# the rewritten file, so that one `gradfix fix` reaches what a second run would.
+# Fix rounds after the first: the rewritten file is checked again, and fixed again until a
+# round changes nothing, so that one `gradfix fix` reaches what a second run would: a fix
+# skipped because it overlapped another, and what a first fix uncovers (a second in-place
+# write into a tensor whose first write's fix gave it storage of its own).
 MAX_EXTRA_ROUNDS = 3
 
 
@@ -161,7 +163,6 @@ def _report(
         editor = SourceEditor(analysis)
     to_apply: dict[ast.AST, Rewrite] = {}
     applied: list[RuleFinding] = []
-    overlapped = False
     for code, rule_finding in kept:
         where = positions[rule_finding.node]
         edit: Edit | None = None
@@ -184,8 +185,6 @@ def _report(
             to_apply.update(rule_finding.replacements)
             applied.append(rule_finding)
             result.fixed.append(finding)
-        elif wanted:
-            overlapped = True
     result.findings.sort(key=lambda f: (f.line, f.column, f.rule))
     if to_apply and editor is not None:
         new_source = encoded_as(source, editor.rewritten(to_apply))
@@ -196,7 +195,7 @@ def _report(
         if new_source != source:
             result.new_source = new_source
     result.libcst_parsed = editor is not None and editor.libcst_parsed
-    if overlapped and result.new_source is not None and round_ < MAX_EXTRA_ROUNDS:
+    if result.new_source is not None and round_ < MAX_EXTRA_ROUNDS:
         again = process_source(result.new_source, options, notebook=notebook, round_=round_ + 1)
         if again.new_source is not None:
             result.new_source = again.new_source

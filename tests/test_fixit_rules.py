@@ -22,6 +22,7 @@ from fixit.api import fixit_bytes
 from fixit.config import collect_rules
 from fixit.ftypes import Config, Invalid, LintViolation, QualifiedRule
 from fixit.testing import generate_lint_rule_test_cases
+from torch_harness import load_case
 
 from codemods import fixit_rules
 from codemods.analysis import FileAnalysis
@@ -123,6 +124,9 @@ def test_fixture(before: Path) -> None:
     violations, fixed = _fixit(source, sorted(RULES), before)
     keys, gradfix_fixed = _gradfix(source, RULES)
     assert _fixit_keys(violations) == keys
+    if load_case(before.parent).fixed_later:
+        # Fixit applies one round of fixes: what they uncover takes another `fixit fix`.
+        fixed = _fixit(fixed, sorted(RULES), before)[1]
     assert fixed.decode() == gradfix_fixed.decode()
     if all(rule == before.parent.parent.name for rule, *_ in keys):
         after = before.with_name("after.py")

@@ -40,7 +40,7 @@ _FINDING_RE = re.compile(
     r"^(?P<rule>GF\d{3}):(?:cell (?P<cell>[1-9]\d*):)?(?P<line>[1-9]\d*):(?P<tier>[a-z]+)$"
 )
 SUFFIXES = (".py", ".ipynb")  # a case is a script, or a notebook
-_TOP_KEYS = frozenset({"description", "findings", "run"})
+_TOP_KEYS = frozenset({"description", "findings", "fixed_later", "run"})
 _RUN_KEYS = frozenset({"symptom", "probe", "error", "same_result"})
 
 # Emitted by torch when a requires-grad tensor is converted to a Python scalar (`float(loss)`).
@@ -58,6 +58,9 @@ class Case:
     directory: Path
     description: str
     findings: tuple[str, ...]  # "RULE:LINE:TIER" ("RULE:cell N:LINE:TIER" in a notebook), sorted
+    # What later fix rounds of the same `fix` apply, on the file the round before wrote
+    # (what a first fix uncovers), sorted
+    fixed_later: tuple[str, ...]
     symptom: str
     suffix: str  # ".py", or ".ipynb" for a notebook case
     probe: str | None = None
@@ -123,8 +126,11 @@ def load_case(directory: Path) -> Case:
     findings = data.get("findings")
     if not isinstance(findings, list) or not all(isinstance(f, str) for f in findings):
         raise FixtureError(f"{toml_path}: `findings` must be a list of strings")
+    fixed_later = data.get("fixed_later", [])
+    if not isinstance(fixed_later, list) or not all(isinstance(f, str) for f in fixed_later):
+        raise FixtureError(f"{toml_path}: `fixed_later` must be a list of strings")
     in_cell = suffix == ".ipynb"
-    for finding in findings:
+    for finding in [*findings, *fixed_later]:
         match = _FINDING_RE.match(finding)
         if not match or match["tier"] not in TIERS or (match["cell"] is not None) != in_cell:
             want = "RULE:cell N:LINE:TIER" if in_cell else "RULE:LINE:TIER"
@@ -151,6 +157,7 @@ def load_case(directory: Path) -> Case:
         directory=directory,
         description=description,
         findings=tuple(sorted(findings)),
+        fixed_later=tuple(sorted(fixed_later)),
         symptom=symptom,
         suffix=suffix,
         probe=run.get("probe"),
