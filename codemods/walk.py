@@ -177,12 +177,17 @@ def _read_gitignore(directory: str) -> IgnoreFile | None:
         data = file.read(GITIGNORE_MAX_BYTES)
     lines = data.decode("utf-8", errors="replace").splitlines()
     try:
-        return IgnoreFile.from_lines(directory, lines)
+        return _as_git_reads(directory, lines)
     except TooManyPatterns as error:
         path = os.path.join(directory, ".gitignore")
         raise UnreadableIgnoreFile(
             f"{path}: {error}; exclude its directory (--exclude) or check a narrower path"
         ) from None
+
+
+def _as_git_reads(directory: str, lines: list[str]) -> IgnoreFile:
+    try:
+        return IgnoreFile.from_lines(directory, lines)
     except UnreadablePatterns as error:
         # git reads such a pattern as one that matches nothing (`[z-a]` has no character in
         # its range), and says nothing: the other patterns still apply.

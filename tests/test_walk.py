@@ -8,6 +8,7 @@ import pytest
 from codemods.walk import (
     IgnoreFile,
     PathNotFoundError,
+    UnreadableIgnoreFile,
     UnreadablePatterns,
     python_files,
     write_roots,
@@ -114,6 +115,16 @@ def test_a_gitignore_of_thousands_of_patterns_is_honoured(tmp_path: Path) -> Non
     patterns = [f"gen{i}/**/file{i}*.py" for i in range(2000)] + ["gen/**/file1999*.py"]
     (tmp_path / ".gitignore").write_text("\n".join(patterns) + "\n")
     assert rel(tmp_path, python_files([tmp_path])) == ["keep.py"]
+
+
+def test_a_gitignore_too_large_once_its_unreadable_patterns_are_dropped_is_refused(
+    tmp_path: Path,
+) -> None:
+    make(tmp_path, "a.py")
+    patterns = ["[z-a]", *(f"dir{i}/**/file{i}*.py" for i in range(16_000))]
+    (tmp_path / ".gitignore").write_text("\n".join(patterns) + "\n")
+    with pytest.raises(UnreadableIgnoreFile, match="16,000 patterns, more than gradfix matches"):
+        python_files([tmp_path])
 
 
 def test_unreadable_patterns_are_all_named() -> None:
